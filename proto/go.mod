@@ -11,3 +11,5 @@ replace (
 	github.com/loomxr/loom/services/secrets => ../services/secrets
 	github.com/loomxr/loom/services/watcher => ../services/watcher
 )
+
+require google.golang.org/protobuf v1.36.11
