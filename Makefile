@@ -64,7 +64,7 @@ bench: build control-plane ## Scale benchmark (see BENCHMARKS.md).
 	cd e2e && go test -run '^$$' -bench . -benchtime 1x -tags e2e ./bench/...
 
 .PHONY: generate
-generate: generate-proto ## Regenerate committed generated code.
+generate: generate-proto generate-apis ## Regenerate committed generated code.
 
 # Protobuf: compiled in pure Go by tools/cmd/protogen with the pinned plugins.
 PROTO_FILES = $(shell cd proto && find . -name '*.proto' | sed 's|^./||' | sort)
@@ -74,9 +74,27 @@ generate-proto:
 	cd tools && go build -o $(TOOLS)/protogen ./cmd/protogen && go build -o $(TOOLS)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go && go build -o $(TOOLS)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	$(TOOLS)/protogen -root proto -plugin protoc-gen-go=$(TOOLS)/protoc-gen-go -plugin protoc-gen-go-grpc=$(TOOLS)/protoc-gen-go-grpc $(PROTO_FILES)
 
+# API types: deepcopy functions and CRDs of pkg/apis by controller-gen, built
+# from tools/codegen (its own module, outside go.work; see tools/codegen/tools.go).
+# One CRD per file, <group>_<plural>.yaml; files of removed CRDs are deleted.
+# Deterministic: the same types always give the same bytes.
+CONTROLLER_GEN := $(TOOLS)/controller-gen
+CRD_DIR        := deploy/helm/loom/crds
+$(CONTROLLER_GEN): tools/codegen/go.mod tools/codegen/go.sum
+	@mkdir -p $(TOOLS)
+	cd tools/codegen && GOWORK=off go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: generate-apis
+generate-apis: $(CONTROLLER_GEN)
+	cd pkg && $(CONTROLLER_GEN) object paths=./apis/...
+	@mkdir -p $(CRD_DIR) && rm -f $(CRD_DIR)/apiextensions.crossplane.io_*.yaml $(CRD_DIR)/loom.dev_*.yaml
+	cd pkg && $(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=$(ROOT)/$(CRD_DIR)
+
 .PHONY: check-generate
 check-generate: generate ## Fail if regenerating changes anything.
 	@git diff --exit-code || (echo "generated files are stale: run make generate" && exit 1)
+	@test -z "$$(git ls-files --others --exclude-standard -- $(CRD_DIR) ':(glob)pkg/apis/**/zz_generated.*.go')" || \
+		(git ls-files --others --exclude-standard -- $(CRD_DIR) ':(glob)pkg/apis/**/zz_generated.*.go'; echo "generated files are not committed: git add them" && exit 1)
 
 .PHONY: lint
 lint: ## Static checks of every module.
