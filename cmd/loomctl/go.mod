@@ -14,6 +14,7 @@ replace (
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/loomxr/loom/pkg v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.0 // indirect
 	github.com/spf13/pflag v1.0.8 // indirect
 )

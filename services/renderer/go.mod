@@ -11,3 +11,5 @@ replace (
 	github.com/loomxr/loom/services/secrets => ../../services/secrets
 	github.com/loomxr/loom/services/watcher => ../../services/watcher
 )
+
+require github.com/loomxr/loom/pkg v0.0.0-00010101000000-000000000000

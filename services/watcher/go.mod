@@ -11,3 +11,5 @@ replace (
 	github.com/loomxr/loom/services/renderer => ../../services/renderer
 	github.com/loomxr/loom/services/secrets => ../../services/secrets
 )
+
+require github.com/loomxr/loom/pkg v0.0.0-00010101000000-000000000000

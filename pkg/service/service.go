@@ -1,0 +1,355 @@
+// Package service is the small runtime every Loom process shares: standard
+// flags with environment-variable fallbacks, the Kubernetes client
+// configuration, a NATS connection that reconnects forever, /healthz and
+// /readyz endpoints, and signal handling with a drain period.
+//
+// A service's main only wires it:
+//
+//	func main() {
+//		service.Main("renderer", func(ctx context.Context, rt *service.Runtime) error {
+//			// start workers, register readiness checks ...
+//			rt.Log.Info("ready")
+//			<-ctx.Done()
+//			return nil
+//		})
+//	}
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Config is the standard configuration of a Loom process. RegisterFlags
+// binds it to command-line flags whose defaults come from environment
+// variables.
+type Config struct {
+	// Kubeconfig is the path of a kubeconfig; empty means in-cluster
+	// configuration. Flag --kubeconfig, env KUBECONFIG.
+	Kubeconfig string
+	// NATSURL is the NATS server (or comma-separated servers) to connect
+	// to. Flag --nats-url, env LOOM_NATS_URL.
+	NATSURL string
+	// ReplicaID names this replica in logs, NATS client names and leases.
+	// Flag --replica-id, env LOOM_REPLICA_ID, default the host name.
+	ReplicaID string
+	// HealthAddr is where /healthz and /readyz are served; empty disables
+	// them. Flag --health-addr, env LOOM_HEALTH_ADDR, default :8081.
+	HealthAddr string
+	// MetricsAddr is where /metrics is served; empty disables it. Flag
+	// --metrics-addr, env LOOM_METRICS_ADDR.
+	MetricsAddr string
+	// DrainPeriod is how long the service may take to finish after
+	// SIGTERM before it exits anyway. Flag --drain-period, env
+	// LOOM_DRAIN_PERIOD, default 10s.
+	DrainPeriod time.Duration
+}
+
+// RegisterFlags binds c to fs, with defaults taken from the environment
+// (lookup is os.LookupEnv in production; tests pass their own).
+func (c *Config) RegisterFlags(fs *flag.FlagSet, lookup func(string) (string, bool)) {
+	env := func(k, def string) string {
+		if v, ok := lookup(k); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	host, _ := os.Hostname()
+	drain := 10 * time.Second
+	if d, err := time.ParseDuration(env("LOOM_DRAIN_PERIOD", "")); err == nil {
+		drain = d
+	}
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "path of a kubeconfig; empty means in-cluster configuration (env KUBECONFIG)")
+	fs.StringVar(&c.NATSURL, "nats-url", env("LOOM_NATS_URL", nats.DefaultURL), "NATS server URL(s), comma-separated (env LOOM_NATS_URL)")
+	fs.StringVar(&c.ReplicaID, "replica-id", env("LOOM_REPLICA_ID", host), "name of this replica (env LOOM_REPLICA_ID)")
+	fs.StringVar(&c.HealthAddr, "health-addr", env("LOOM_HEALTH_ADDR", ":8081"), "address of /healthz and /readyz; empty disables them (env LOOM_HEALTH_ADDR)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("LOOM_METRICS_ADDR", ""), "address of /metrics; empty disables it (env LOOM_METRICS_ADDR)")
+	fs.DurationVar(&c.DrainPeriod, "drain-period", drain, "how long to finish work after SIGTERM (env LOOM_DRAIN_PERIOD)")
+}
+
+// RESTConfig builds the Kubernetes client configuration: from Kubeconfig
+// if set, else in-cluster.
+func (c Config) RESTConfig() (*rest.Config, error) {
+	if c.Kubeconfig == "" {
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("cannot load in-cluster configuration (and no --kubeconfig): %w", err)
+		}
+		return rc, nil
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("cannot load kubeconfig %s: %w", c.Kubeconfig, err)
+	}
+	return rc, nil
+}
+
+// Check is a readiness check: nil means ready.
+type Check func(ctx context.Context) error
+
+// Runtime is what a service's run function gets: clients and logging set
+// up from Config, and the readiness endpoint it can add checks to.
+type Runtime struct {
+	// Name is the service's name, for example "renderer".
+	Name string
+	// Config is the configuration the runtime was started with.
+	Config Config
+	// REST is the Kubernetes client configuration. Copy it before
+	// changing it (rest.CopyConfig).
+	REST *rest.Config
+	// NATS is connected, or still connecting: it retries and reconnects
+	// forever, so a NATS server that starts after the service is fine.
+	NATS *nats.Conn
+	// Log is the service's structured logger; every record carries
+	// service and replica.
+	Log *slog.Logger
+
+	mu      sync.Mutex
+	checks  map[string]Check
+	servers []*http.Server
+	closing bool
+}
+
+// AddReadinessCheck registers a check that /readyz runs; the endpoint
+// answers 200 only if every check passes. Checks must be fast and must not
+// call the API server (probes are frequent). Adding a name twice replaces
+// the first check.
+func (rt *Runtime) AddReadinessCheck(name string, c Check) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.checks[name] = c
+}
+
+// ready runs every check and returns the failures, sorted by name.
+func (rt *Runtime) ready(ctx context.Context) []string {
+	rt.mu.Lock()
+	if rt.closing {
+		rt.mu.Unlock()
+		return []string{"shutting down"}
+	}
+	names := make([]string, 0, len(rt.checks))
+	checks := make(map[string]Check, len(rt.checks))
+	for n, c := range rt.checks {
+		names = append(names, n)
+		checks[n] = c
+	}
+	rt.mu.Unlock()
+	sort.Strings(names)
+	var failed []string
+	for _, n := range names {
+		if err := checks[n](ctx); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", n, err))
+		}
+	}
+	return failed
+}
+
+// Handler serves /healthz (the process is alive) and /readyz (every
+// readiness check passes).
+func (rt *Runtime) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if failed := rt.ready(ctx); len(failed) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, strings.Join(failed, "\n")+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// New sets up a Runtime from cfg: the logger, the Kubernetes client
+// configuration, the NATS connection (which keeps retrying in the
+// background), and the health endpoints. Close releases it.
+func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
+	log := slog.New(slog.NewTextHandler(logOut, nil)).With("service", name, "replica", cfg.ReplicaID)
+	rt := &Runtime{Name: name, Config: cfg, Log: log, checks: map[string]Check{}}
+	rc, err := cfg.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	rc.UserAgent = "loom-" + name + "/" + cfg.ReplicaID
+	rt.REST = rc
+
+	nc, err := nats.Connect(cfg.NATSURL,
+		nats.Name("loom-"+name+"/"+cfg.ReplicaID),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", cfg.NATSURL, err)
+	}
+	rt.NATS = nc
+	rt.AddReadinessCheck("nats", func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("not connected to %s (%s)", cfg.NATSURL, nc.Status())
+		}
+		return nil
+	})
+
+	if cfg.HealthAddr != "" {
+		if err := rt.serve(cfg.HealthAddr, rt.Handler()); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
+	return rt, nil
+}
+
+// ServeMetrics serves h on Config.MetricsAddr, if set, until Close.
+func (rt *Runtime) ServeMetrics(h http.Handler) error {
+	if rt.Config.MetricsAddr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	return rt.serve(rt.Config.MetricsAddr, mux)
+}
+
+func (rt *Runtime) serve(addr string, h http.Handler) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	rt.mu.Lock()
+	rt.servers = append(rt.servers, srv)
+	rt.mu.Unlock()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			rt.Log.Error("HTTP server failed", "addr", addr, "err", err)
+		}
+	}()
+	return nil
+}
+
+// Close marks the runtime not ready, drains the NATS connection (pending
+// publishes are flushed, subscriptions finish their messages) and stops
+// the HTTP servers, within ctx.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.mu.Lock()
+	rt.closing = true
+	servers := rt.servers
+	rt.mu.Unlock()
+	var errs []error
+	if rt.NATS != nil {
+		if rt.NATS.IsConnected() {
+			if err := rt.NATS.Drain(); err != nil {
+				errs = append(errs, fmt.Errorf("cannot drain NATS connection: %w", err))
+			}
+			for !rt.NATS.IsClosed() && ctx.Err() == nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}
+		rt.NATS.Close()
+	}
+	for _, s := range servers {
+		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("cannot stop HTTP server: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RunFunc is a service's body. It runs until ctx is cancelled (SIGTERM or
+// SIGINT), then should finish in-flight work and return.
+type RunFunc func(ctx context.Context, rt *Runtime) error
+
+// Main is the whole main function of a Loom process: it parses the
+// standard flags (plus any registered by extraFlags, which may be nil),
+// builds the Runtime, and calls run with a context that SIGTERM or SIGINT
+// cancels. run then has Config.DrainPeriod to return; a second signal or
+// the end of the drain period exits at once. Main exits the process with
+// status 0 if run returned nil, 1 otherwise.
+func Main(name string, run RunFunc, extraFlags func(*flag.FlagSet)) {
+	os.Exit(main(name, run, extraFlags, os.Args[1:], os.LookupEnv, os.Stderr))
+}
+
+func main(name string, run RunFunc, extraFlags func(*flag.FlagSet), args []string, lookup func(string) (string, bool), out io.Writer) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	var cfg Config
+	cfg.RegisterFlags(fs, lookup)
+	if extraFlags != nil {
+		extraFlags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	rt, err := New(name, cfg, out)
+	if err != nil {
+		fmt.Fprintf(out, "%s: %v\n", name, err)
+		return 1
+	}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, rt) }()
+
+	var runErr error
+	select {
+	case runErr = <-done:
+	case sig := <-sigs:
+		rt.Log.Info("shutting down", "signal", sig.String(), "drain", cfg.DrainPeriod)
+		cancel()
+		select {
+		case runErr = <-done:
+		case <-time.After(cfg.DrainPeriod):
+			runErr = fmt.Errorf("did not finish within the drain period %s", cfg.DrainPeriod)
+		case sig := <-sigs:
+			runErr = fmt.Errorf("stopped by a second %s", sig)
+		}
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if err := rt.Close(cctx); err != nil {
+		rt.Log.Warn("unclean shutdown", "err", err)
+	}
+	if runErr != nil {
+		rt.Log.Error("exiting", "err", runErr)
+		return 1
+	}
+	rt.Log.Info("stopped")
+	return 0
+}

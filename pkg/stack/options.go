@@ -1,0 +1,207 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// KubernetesVersion is the release of the control-plane binaries the stack
+// runs; tools/go.mod pins the same release and the Makefile builds it into
+// .cache/k8s/<KubernetesVersion>.
+const KubernetesVersion = "v1.35.4"
+
+// Namespace is where the stack creates the services' ServiceAccounts.
+const Namespace = "loom-system"
+
+// FieldManager is the server-side-apply field manager of objects the stack
+// applies (CRDs, RBAC, examples).
+const FieldManager = "loom-stack"
+
+// DefaultServices are the processes a stack runs unless Options.Services
+// says otherwise: Loom's four services and the test provider.
+var DefaultServices = []string{"watcher", "renderer", "binder", "secrets", "provider-nop"}
+
+// Options configure Start. The zero value starts a complete local stack for
+// the checkout containing the working directory.
+type Options struct {
+	// RepoRoot is the Loom checkout. Default: the nearest directory at or
+	// above the working directory that holds go.work.
+	RepoRoot string
+
+	// StateDir holds everything the stack writes: etcd and JetStream data,
+	// certificates, kubeconfigs and logs. Start clears what a previous run
+	// left there, and refuses a StateDir another live stack is using.
+	// Default: <RepoRoot>/.loom.
+	StateDir string
+
+	// BinDir holds the Loom binaries, one per entry of Services.
+	// Default: $LOOM_BIN_DIR, else <RepoRoot>/bin.
+	BinDir string
+
+	// K8sBinDir holds etcd, kube-apiserver and kube-controller-manager.
+	// Default: $LOOM_K8S_BIN_DIR, else <RepoRoot>/.cache/k8s/<KubernetesVersion>.
+	K8sBinDir string
+
+	// Kubeconfig, if set, names an existing cluster: no control plane is
+	// started and the services run against that cluster (its current
+	// context must be allowed to install CRDs and RBAC).
+	Kubeconfig string
+
+	// Services to run, each from <BinDir>/<name> under the ServiceAccount
+	// loom-<name> in Namespace. Nil means DefaultServices; an empty,
+	// non-nil slice runs none.
+	Services []string
+
+	// Replicas maps a service name to its replica count. Missing entries
+	// mean one replica; zero means none.
+	Replicas map[string]int
+
+	// CRDDirs are folders of CustomResourceDefinitions to install and wait
+	// for. Nil means <RepoRoot>/deploy/helm/loom/crds.
+	CRDDirs []string
+
+	// ExtraCRDDirs are further CRD folders, installed after CRDDirs. Nil
+	// means <RepoRoot>/e2e/provider/crds (the test provider's NopResource).
+	// Folders that do not exist are skipped.
+	ExtraCRDDirs []string
+
+	// RBACDir holds one file of ClusterRoles per Loom service,
+	// <name>.yaml. Default: <RepoRoot>/deploy/helm/loom/files/rbac. The
+	// test provider's role is built into the harness.
+	RBACDir string
+
+	// Log receives progress lines ("etcd ready on 127.0.0.1:2379 (0.8s)").
+	// Nil discards them.
+	Log io.Writer
+
+	// ServiceLog, if not nil, also receives the output of every service
+	// replica, each line prefixed with "<service>-<replica> | ". Output of
+	// every process always goes to <StateDir>/logs/<name>.log.
+	ServiceLog io.Writer
+
+	// GracePeriod is how long a process may take to exit after SIGTERM
+	// before it gets SIGKILL. Default 10s.
+	GracePeriod time.Duration
+
+	// ReadyTimeout bounds each wait of start-up (a component becoming
+	// healthy, CRDs becoming Established). Default 2m. The context passed
+	// to Start bounds start-up as a whole.
+	ReadyTimeout time.Duration
+
+	// NATSServers is the size of the embedded NATS cluster. Reserved: only
+	// 0 (meaning 1) and 1 are supported today.
+	NATSServers int
+}
+
+// ErrStateDirInUse is returned by Start when another live stack holds the
+// state folder.
+var ErrStateDirInUse = errors.New("state folder is in use by another stack")
+
+// withDefaults returns o with every unset field filled in.
+func (o Options) withDefaults() (Options, error) {
+	if o.RepoRoot == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return o, fmt.Errorf("cannot get working directory: %w", err)
+		}
+		root, err := FindRepoRoot(wd)
+		if err != nil {
+			return o, err
+		}
+		o.RepoRoot = root
+	}
+	abs := func(p string) (string, error) {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return "", fmt.Errorf("cannot resolve %s: %w", p, err)
+		}
+		return a, nil
+	}
+	var err error
+	if o.RepoRoot, err = abs(o.RepoRoot); err != nil {
+		return o, err
+	}
+	def := func(p *string, env, fallback string) error {
+		if *p == "" && env != "" {
+			*p = os.Getenv(env)
+		}
+		if *p == "" {
+			*p = fallback
+		}
+		a, err := abs(*p)
+		*p = a
+		return err
+	}
+	for _, d := range []struct {
+		p        *string
+		env      string
+		fallback string
+	}{
+		{&o.StateDir, "", filepath.Join(o.RepoRoot, ".loom")},
+		{&o.BinDir, "LOOM_BIN_DIR", filepath.Join(o.RepoRoot, "bin")},
+		{&o.K8sBinDir, "LOOM_K8S_BIN_DIR", filepath.Join(o.RepoRoot, ".cache", "k8s", KubernetesVersion)},
+		{&o.RBACDir, "", filepath.Join(o.RepoRoot, "deploy", "helm", "loom", "files", "rbac")},
+	} {
+		if err := def(d.p, d.env, d.fallback); err != nil {
+			return o, err
+		}
+	}
+	if o.Services == nil {
+		o.Services = DefaultServices
+	}
+	if o.CRDDirs == nil {
+		o.CRDDirs = []string{filepath.Join(o.RepoRoot, "deploy", "helm", "loom", "crds")}
+	}
+	if o.ExtraCRDDirs == nil {
+		o.ExtraCRDDirs = []string{filepath.Join(o.RepoRoot, "e2e", "provider", "crds")}
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.GracePeriod <= 0 {
+		o.GracePeriod = 10 * time.Second
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 2 * time.Minute
+	}
+	if o.NATSServers > 1 {
+		return o, fmt.Errorf("cannot run %d NATS servers: only one is supported", o.NATSServers)
+	}
+	for name, n := range o.Replicas {
+		if n < 0 {
+			return o, fmt.Errorf("cannot run %d replicas of %s", n, name)
+		}
+	}
+	return o, nil
+}
+
+// replicas returns how many replicas of service to run.
+func (o Options) replicas(service string) int {
+	if n, ok := o.Replicas[service]; ok {
+		return n
+	}
+	return 1
+}
+
+// FindRepoRoot returns the nearest directory at or above dir that contains
+// go.work, that is the root of a Loom checkout.
+func FindRepoRoot(dir string) (string, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("cannot resolve %s: %w", dir, err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("cannot find the Loom checkout: no go.work at or above %s", dir)
+		}
+		d = parent
+	}
+}
