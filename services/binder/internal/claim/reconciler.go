@@ -1,0 +1,530 @@
+// Package claim binds claims to composite resources (XRs) and keeps the two
+// in sync, as Crossplane v1's claim controller does, so that many binder
+// replicas can race on the same claims without ever leaking an XR.
+//
+// Binding follows name-then-create: the XR's name is generated locally and
+// recorded in the claim's spec.resourceRef, together with the claim's
+// finalizer, by an update that carries the claim's resourceVersion; only then
+// is the XR created with that name. A replica that loses the race on the
+// update re-reads the claim and carries on with the winner's name, and a
+// crash between the two steps leaves a name that the next reconcile creates.
+//
+// Writes: the claim's resourceRef, finalizer, back-propagated spec fields and
+// external name are written by optimistic updates (they need the
+// resourceVersion precondition); the XR and the claim's status are written by
+// server-side apply as field manager loom-binder. Nothing is written when the
+// computed intent already holds.
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/services/binder/internal/apply"
+	"github.com/loomxr/loom/services/binder/internal/condition"
+	"github.com/loomxr/loom/services/binder/internal/event"
+)
+
+// Event reasons, as Crossplane's claim controller uses them.
+const (
+	ReasonBind    = "BindCompositeResource"
+	ReasonDelete  = "DeleteCompositeResource"
+	ReasonRelease = "ReleaseCompositeResource"
+	ReasonPaused  = "ReconcilePaused"
+)
+
+// Condition types and reasons the binder adds.
+const (
+	// TypeBound is set on a composite resource that was released by its
+	// claim (status False, reason Released) and, once rebound, True.
+	TypeBound common.ConditionType = "Bound"
+
+	ReasonWaiting  common.ConditionReason = "Waiting"
+	ReasonReleased common.ConditionReason = "Released"
+	ReasonBound    common.ConditionReason = "Bound"
+)
+
+// errDeleting means the claim turned out to be being deleted.
+var errDeleting = errors.New("claim is being deleted")
+
+// Attempts at writing the generated name before giving up for this request.
+const (
+	maxNameAttempts = 10
+	maxBindAttempts = 5
+)
+
+// A Client reads and writes claims and composite resources.
+type Client interface {
+	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error)
+	Update(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	Apply(ctx context.Context, intent *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error)
+	ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	MergePatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch map[string]any) (*unstructured.Unstructured, error)
+	Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, uid types.UID, propagation *metav1.DeletionPropagation) error
+}
+
+// Definitions finds the XRD that offers a kind of claim.
+type Definitions interface {
+	// ForClaim returns the XRD offering claims of kind gk, or nil.
+	ForClaim(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error)
+}
+
+// A Result says whether and when to reconcile a claim again. The binder is
+// told about changes to a claim and its XR, so most reconciles need neither.
+type Result struct {
+	RequeueAfter time.Duration
+}
+
+// An Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(r *Reconciler) { r.log = l } }
+
+// WithRecorder sets the event recorder (default: event.Nop).
+func WithRecorder(rec event.Recorder) Option { return func(r *Reconciler) { r.record = rec } }
+
+// WithNameGenerator sets how XR names are generated (default: RandomNames).
+func WithNameGenerator(g NameGenerator) Option { return func(r *Reconciler) { r.names = g } }
+
+// WithClock sets the clock of condition transition times (default: time.Now).
+func WithClock(now func() time.Time) Option { return func(r *Reconciler) { r.now = now } }
+
+// WithForegroundPoll sets how long to wait before looking again at an XR
+// being deleted in the foreground, in case its deletion event is lost
+// (default 15s).
+func WithForegroundPoll(d time.Duration) Option { return func(r *Reconciler) { r.foregroundPoll = d } }
+
+// A Reconciler binds one claim at a time to its composite resource. It is
+// safe for concurrent use on different claims; the bus guarantees that one
+// claim is never reconciled by two replicas at once, and the protocol stays
+// correct (if wasteful) even when that guarantee briefly fails.
+type Reconciler struct {
+	client         Client
+	defs           Definitions
+	log            *slog.Logger
+	record         event.Recorder
+	names          NameGenerator
+	now            func() time.Time
+	foregroundPoll time.Duration
+}
+
+// NewReconciler returns a Reconciler that reads and writes through c and
+// finds XRDs through d.
+func NewReconciler(c Client, d Definitions, o ...Option) *Reconciler {
+	r := &Reconciler{
+		client:         c,
+		defs:           d,
+		log:            slog.New(slog.DiscardHandler),
+		record:         event.Nop,
+		names:          NewRandomNames(nil),
+		now:            time.Now,
+		foregroundPoll: 15 * time.Second,
+	}
+	for _, fn := range o {
+		fn(r)
+	}
+	return r
+}
+
+// Reconcile re-reads the claim of kind gvk named namespace/name and brings it
+// and its composite resource in line: bind (name-then-create or static),
+// propagate claim to XR and XR to claim, or, for a deleted claim, delete or
+// release the XR and drop the finalizer. It is idempotent and writes nothing
+// when nothing changed. A returned error means "retry later"; failures the
+// user must fix are reported on the claim's conditions and return nil.
+func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (Result, error) {
+	log := r.log.With("claim", namespace+"/"+name, "kind", gvk.Kind)
+	d, err := r.defs.ForClaim(ctx, gvk.GroupKind())
+	if err != nil {
+		return Result{}, err
+	}
+	if d == nil {
+		log.Debug("No XRD offers this kind of claim; ignoring it")
+		return Result{}, nil
+	}
+	cm, err := r.client.Get(ctx, d.GetClaimGroupVersionKind(), namespace, name)
+	if kerrors.IsNotFound(err) {
+		return Result{}, nil
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("cannot get claim %s/%s: %w", namespace, name, err)
+	}
+
+	if cm.GetAnnotations()[AnnotationPaused] == "true" {
+		msg := "Reconciliation is paused via the pause annotation"
+		changed, err := r.setStatus(ctx, cm, cm, common.ReconcilePaused().WithMessage(msg), currentReady(cm))
+		if changed {
+			r.record.Event(cm, event.TypeNormal, ReasonPaused, msg)
+		}
+		return Result{}, err
+	}
+
+	if cm.GetDeletionTimestamp() != nil {
+		return r.finalize(ctx, log, cm, d)
+	}
+
+	cm, err = r.bind(ctx, cm, d)
+	if errors.Is(err, errDeleting) {
+		return r.finalize(ctx, log, cm, d)
+	}
+	if err != nil {
+		return r.fail(ctx, cm, nil, err)
+	}
+	ref := ResourceRef(cm)
+	xrGVK := d.GetCompositeGroupVersionKind()
+
+	xr, err := r.client.Get(ctx, xrGVK, "", ref.Name)
+	if kerrors.IsNotFound(err) {
+		xr, err = nil, nil
+	}
+	if err != nil {
+		return r.fail(ctx, cm, nil, fmt.Errorf("cannot get composite resource %q: %w", ref.Name, err))
+	}
+
+	if xr != nil {
+		if other := ClaimRef(xr); other != nil && !BoundTo(xr, cm) {
+			// Only a human can fix this (by changing the claim's
+			// resourceRef), and the claim changing will bring us back.
+			return r.refuse(ctx, cm, fmt.Errorf("refusing to bind to composite resource %q: bound to claim %q", xr.GetName(), other.String()))
+		}
+		if xr.GetDeletionTimestamp() != nil {
+			// The XR's deletion (or disappearance) brings us back, and we
+			// create it again once it is gone.
+			err := fmt.Errorf("composite resource %q is being deleted from under this claim", xr.GetName())
+			return r.refuse(ctx, cm, err)
+		}
+	}
+
+	xr, err = r.syncComposite(ctx, log, cm, xr, d)
+	if err != nil {
+		if kerrors.IsConflict(err) {
+			return Result{}, err
+		}
+		return r.fail(ctx, cm, nil, err)
+	}
+
+	if want, changed := BackPropagate(cm, xr, d); changed {
+		cm, err = r.client.Update(ctx, want)
+		if err != nil {
+			if kerrors.IsConflict(err) {
+				return Result{}, fmt.Errorf("cannot update claim %s/%s: %w", namespace, name, err)
+			}
+			return r.fail(ctx, want, xr, fmt.Errorf("cannot propagate spec.compositionRef, spec.compositionRevisionRef or the external name from composite resource %q to the claim: %w", xr.GetName(), err))
+		}
+	}
+
+	conds := []common.Condition{common.ReconcileSuccess()}
+	if condition.IsTrue(xr, common.TypeReady) {
+		conds = append(conds, common.Available())
+	} else {
+		conds = append(conds, waiting())
+	}
+	xrConds := condition.Get(xr)
+	types, _, _ := unstructured.NestedStringSlice(xr.Object, "status", "claimConditionTypes")
+	for _, t := range types {
+		ct := common.ConditionType(t)
+		if ct == common.TypeReady || ct == common.TypeSynced {
+			continue
+		}
+		if c, ok := condition.Find(xrConds, ct); ok {
+			conds = append(conds, c)
+		}
+	}
+	_, err = r.setStatus(ctx, cm, xr, conds...)
+	return Result{}, err
+}
+
+// bind makes sure cm names its XR and carries the finalizer: it generates a
+// name if there is none, and records it with an update that fails if cm is
+// stale. On conflict it re-reads cm and starts again; the winner's name then
+// stands.
+func (r *Reconciler) bind(ctx context.Context, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (*unstructured.Unstructured, error) {
+	for range maxBindAttempts {
+		name := ""
+		if ResourceRef(cm) == nil {
+			n, err := r.generateName(ctx, cm, d)
+			if err != nil {
+				return cm, err
+			}
+			name = n
+		}
+		want, changed := Bind(cm, d, name)
+		if !changed {
+			return cm, nil
+		}
+		got, err := r.client.Update(ctx, want)
+		if err == nil {
+			return got, nil
+		}
+		if !kerrors.IsConflict(err) {
+			return cm, fmt.Errorf("cannot record composite resource name %q in the claim's spec.resourceRef: %w", ResourceRef(want).Name, err)
+		}
+		// Another writer (perhaps another binder) changed the claim first.
+		fresh, gerr := r.client.Get(ctx, cm.GroupVersionKind(), cm.GetNamespace(), cm.GetName())
+		if gerr != nil {
+			return cm, fmt.Errorf("cannot get claim after a conflicting update: %w", gerr)
+		}
+		cm = fresh
+		if cm.GetDeletionTimestamp() != nil {
+			return cm, errDeleting
+		}
+	}
+	return cm, fmt.Errorf("cannot record a composite resource name in the claim's spec.resourceRef: the claim kept changing (%d conflicts)", maxBindAttempts)
+}
+
+// generateName returns a name "<claim>-xxxxx" that no XR of the XRD's kind
+// has right now.
+func (r *Reconciler) generateName(ctx context.Context, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (string, error) {
+	for range maxNameAttempts {
+		name := r.names.GenerateName(cm.GetName() + "-")
+		_, err := r.client.Get(ctx, d.GetCompositeGroupVersionKind(), "", name)
+		if kerrors.IsNotFound(err) {
+			return name, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("cannot check whether composite resource name %q is free: %w", name, err)
+		}
+	}
+	return "", fmt.Errorf("cannot generate a name for a composite resource: %d names starting %q were taken", maxNameAttempts, cm.GetName()+"-")
+}
+
+// syncComposite creates, binds or updates the XR so that it holds the
+// claim's intent, and returns the XR as it is afterwards.
+func (r *Reconciler) syncComposite(ctx context.Context, log *slog.Logger, cm, xr *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (*unstructured.Unstructured, error) {
+	intent := CompositeIntent(cm, xr, d)
+	name := intent.GetName()
+	switch {
+	case xr == nil:
+		if len(condition.Get(cm)) > 0 {
+			// The claim has been reconciled before, so its XR existed.
+			r.record.Event(cm, event.TypeWarning, ReasonBind, fmt.Sprintf("Composite resource %q was deleted from under the claim; creating it again", name))
+		}
+		// Without force: if an XR of this name appeared since we looked
+		// and another manager set its claimRef, the apply conflicts
+		// instead of taking it over.
+		got, err := r.client.Apply(ctx, intent, false)
+		if err != nil {
+			return nil, fmt.Errorf("cannot create composite resource %q: %w", name, err)
+		}
+		log.Debug("Created composite resource", "composite", name)
+		return got, nil
+
+	case ClaimRef(xr) == nil:
+		// Static binding to an unclaimed XR: the resourceVersion makes the
+		// apply fail if another claim bound it since we read it.
+		intent.SetResourceVersion(xr.GetResourceVersion())
+		got, err := r.client.Apply(ctx, intent, true)
+		if err != nil {
+			return nil, fmt.Errorf("cannot bind composite resource %q: %w", name, err)
+		}
+		r.record.Event(cm, event.TypeNormal, ReasonBind, fmt.Sprintf("Bound composite resource %q", name))
+		if c, ok := condition.Find(condition.Get(got), TypeBound); ok && c.Status != corev1.ConditionTrue {
+			bound := common.Condition{Type: TypeBound, Status: corev1.ConditionTrue, Reason: ReasonBound,
+				Message: fmt.Sprintf("Bound to claim %q", cm.GetNamespace()+"/"+cm.GetName()), ObservedGeneration: got.GetGeneration()}
+			if err := r.setCompositeConditions(ctx, got, bound); err != nil {
+				return nil, err
+			}
+		}
+		return got, nil
+	}
+
+	changed, err := apply.Changes(xr, intent, FieldManager, "")
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		return xr, nil
+	}
+	got, err := r.client.Apply(ctx, intent, true)
+	if err != nil {
+		return nil, fmt.Errorf("cannot apply the claim's spec, labels and annotations to composite resource %q: %w", name, err)
+	}
+	return got, nil
+}
+
+// finalize deletes or releases the XR of a claim being deleted, then drops
+// the claim's finalizer.
+func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (Result, error) {
+	if !hasFinalizer(cm) {
+		return Result{}, nil
+	}
+	var xr *unstructured.Unstructured
+	if ref := ResourceRef(cm); ref != nil {
+		got, err := r.client.Get(ctx, d.GetCompositeGroupVersionKind(), "", ref.Name)
+		switch {
+		case kerrors.IsNotFound(err):
+		case err != nil:
+			return r.fail(ctx, cm, nil, fmt.Errorf("cannot get composite resource %q: %w", ref.Name, err))
+		default:
+			xr = got
+		}
+	}
+
+	// An XR bound to another claim, or to none, is not ours to delete.
+	if xr != nil && BoundTo(xr, cm) {
+		if ReclaimPolicy(cm, xr) == ReclaimRetain {
+			if err := r.release(ctx, cm, xr); err != nil {
+				return r.fail(ctx, cm, xr, err)
+			}
+			r.record.Event(cm, event.TypeNormal, ReasonRelease, fmt.Sprintf("Released composite resource %q (reclaimPolicy Retain)", xr.GetName()))
+		} else {
+			foreground := DeletePolicy(cm, d) == xv1.CompositeDeleteForeground
+			if xr.GetDeletionTimestamp() == nil {
+				p := metav1.DeletePropagationBackground
+				if foreground {
+					p = metav1.DeletePropagationForeground
+				}
+				if err := r.client.Delete(ctx, xr.GroupVersionKind(), "", xr.GetName(), xr.GetUID(), &p); err != nil {
+					return r.fail(ctx, cm, xr, fmt.Errorf("cannot delete composite resource %q: %w", xr.GetName(), err))
+				}
+				r.record.Event(cm, event.TypeNormal, ReasonDelete, fmt.Sprintf("Deleting composite resource %q (compositeDeletePolicy %s)", xr.GetName(), DeletePolicy(cm, d)))
+			}
+			if foreground {
+				// The XR's deletion brings us back; the poll is a safety net.
+				log.Debug("Waiting for the composite resource to be deleted in the foreground", "composite", xr.GetName())
+				_, err := r.setStatus(ctx, cm, cm, common.ReconcileSuccess(), deleting(xr.GetName()))
+				return Result{RequeueAfter: r.foregroundPoll}, err
+			}
+		}
+	}
+
+	if _, err := r.client.Update(ctx, withoutFinalizer(cm)); err != nil {
+		if kerrors.IsNotFound(err) {
+			return Result{}, nil
+		}
+		if kerrors.IsConflict(err) {
+			return Result{}, fmt.Errorf("cannot remove the claim's finalizer: %w", err)
+		}
+		return r.fail(ctx, cm, xr, fmt.Errorf("cannot remove finalizer %q from the claim: %w", Finalizer, err))
+	}
+	log.Debug("Finalized claim")
+	return Result{}, nil
+}
+
+// release unbinds xr from cm: it clears xr's claimRef and claim labels
+// (whoever set them) with a patch that applies only to the version of xr we
+// read, and marks xr released on its conditions.
+func (r *Reconciler) release(ctx context.Context, cm, xr *unstructured.Unstructured) error {
+	patch := map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": xr.GetResourceVersion(),
+			"labels":          map[string]any{LabelClaimName: nil, LabelClaimNamespace: nil},
+		},
+		"spec": map[string]any{"claimRef": nil},
+	}
+	got, err := r.client.MergePatch(ctx, xr.GroupVersionKind(), "", xr.GetName(), patch)
+	if err != nil {
+		return fmt.Errorf("cannot release composite resource %q (clear spec.claimRef): %w", xr.GetName(), err)
+	}
+	released := common.Condition{
+		Type:               TypeBound,
+		Status:             corev1.ConditionFalse,
+		Reason:             ReasonReleased,
+		Message:            fmt.Sprintf("Released by claim %q, deleted with reclaimPolicy Retain; a new claim may bind this composite resource", cm.GetNamespace()+"/"+cm.GetName()),
+		ObservedGeneration: got.GetGeneration(),
+	}
+	return r.setCompositeConditions(ctx, got, released)
+}
+
+// setCompositeConditions applies conds to xr's status, carrying the other
+// conditions the binder owns there.
+func (r *Reconciler) setCompositeConditions(ctx context.Context, xr *unstructured.Unstructured, conds ...common.Condition) error {
+	in := &unstructured.Unstructured{Object: map[string]any{}}
+	in.SetGroupVersionKind(xr.GroupVersionKind())
+	in.SetName(xr.GetName())
+	in.Object["status"] = map[string]any{"conditions": condition.Intent(xr, FieldManager, metav1.NewTime(r.now()), conds...)}
+	changed, err := apply.Changes(xr, in, FieldManager, "status")
+	if err != nil || !changed {
+		return err
+	}
+	if _, err := r.client.ApplyStatus(ctx, in); err != nil {
+		return fmt.Errorf("cannot set condition %s of composite resource %q: %w", conds[0].Type, xr.GetName(), err)
+	}
+	return nil
+}
+
+// fail reports err on the claim's Synced condition (keeping its Ready
+// condition), records a warning event if that changed the claim, and asks
+// for a retry.
+func (r *Reconciler) fail(ctx context.Context, cm, xr *unstructured.Unstructured, err error) (Result, error) {
+	src := xr
+	if src == nil {
+		src = cm
+	}
+	changed, serr := r.setStatus(ctx, cm, src, common.ReconcileError(err), currentReady(cm))
+	if changed {
+		r.record.Event(cm, event.TypeWarning, ReasonBind, err.Error())
+	}
+	return Result{}, errors.Join(err, serr)
+}
+
+// refuse reports err like fail but asks for no retry: the claim or its XR
+// must change first, and that change brings us back.
+func (r *Reconciler) refuse(ctx context.Context, cm *unstructured.Unstructured, err error) (Result, error) {
+	changed, serr := r.setStatus(ctx, cm, cm, common.ReconcileError(err), currentReady(cm))
+	if changed {
+		r.record.Event(cm, event.TypeWarning, ReasonBind, err.Error())
+	}
+	return Result{}, serr
+}
+
+// setStatus applies the claim's status: fields mirrored from src and conds,
+// each observing the claim's generation. It reports whether it wrote.
+func (r *Reconciler) setStatus(ctx context.Context, cm, src *unstructured.Unstructured, conds ...common.Condition) (bool, error) {
+	existing := condition.Get(cm)
+	now := metav1.NewTime(r.now())
+	for i := range conds {
+		if conds[i].Type == common.TypeSynced || conds[i].Type == common.TypeReady {
+			conds[i].ObservedGeneration = cm.GetGeneration()
+		}
+		conds[i] = condition.Keep(existing, conds[i], now)
+	}
+	in := StatusIntent(cm, src, condition.List(conds...))
+	changed, err := apply.Changes(cm, in, FieldManager, "status")
+	if err != nil || !changed {
+		return false, err
+	}
+	if _, err := r.client.ApplyStatus(ctx, in); err != nil {
+		if kerrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("cannot apply status of claim %s/%s: %w", cm.GetNamespace(), cm.GetName(), err)
+	}
+	return true, nil
+}
+
+// currentReady returns the claim's Ready condition, or Waiting if it has
+// none, so that a failure elsewhere leaves what Ready says alone.
+func currentReady(cm *unstructured.Unstructured) common.Condition {
+	if c, ok := condition.Find(condition.Get(cm), common.TypeReady); ok {
+		return c
+	}
+	return waiting()
+}
+
+// waiting is Crossplane's claim condition while the XR is not Ready.
+func waiting() common.Condition {
+	return common.Condition{
+		Type:    common.TypeReady,
+		Status:  corev1.ConditionFalse,
+		Reason:  ReasonWaiting,
+		Message: "Claim is waiting for composite resource to become Ready",
+	}
+}
+
+func deleting(xr string) common.Condition {
+	return common.Deleting().WithMessage(fmt.Sprintf("Waiting for composite resource %q to be deleted (compositeDeletePolicy Foreground)", xr))
+}

@@ -1,0 +1,120 @@
+// Package definition keeps the binder's index of CompositeResourceDefinitions
+// (XRDs), so that a request naming a claim or a composite resource (XR) can be
+// matched to the XRD that defines its kind.
+//
+// The index is loaded with one LIST and refreshed when a lookup misses (a new
+// XRD) or when it is older than its time to live (a changed XRD), at most once
+// per minimum interval, so a flood of requests for an unknown kind costs one
+// LIST, not one per request.
+package definition
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+)
+
+// A Lister lists every XRD, as unstructured objects.
+type Lister interface {
+	List(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]unstructured.Unstructured, error)
+}
+
+// An Option configures an Index.
+type Option func(*Index)
+
+// WithTTL sets how old the index may be before a lookup reloads it (default
+// 30s).
+func WithTTL(d time.Duration) Option { return func(i *Index) { i.ttl = d } }
+
+// WithMinInterval sets the least time between two loads (default 1s).
+func WithMinInterval(d time.Duration) Option { return func(i *Index) { i.minInterval = d } }
+
+// Index maps claim and XR kinds to their XRDs. It is safe for concurrent use.
+type Index struct {
+	list        Lister
+	ttl         time.Duration
+	minInterval time.Duration
+	now         func() time.Time
+
+	mu       sync.Mutex
+	loadedAt time.Time
+	byClaim  map[schema.GroupKind]*xv1.CompositeResourceDefinition
+	byXR     map[schema.GroupKind]*xv1.CompositeResourceDefinition
+}
+
+// NewIndex returns an empty index that loads XRDs through l on first use.
+func NewIndex(l Lister, o ...Option) *Index {
+	i := &Index{list: l, ttl: 30 * time.Second, minInterval: time.Second, now: time.Now}
+	for _, fn := range o {
+		fn(i)
+	}
+	return i
+}
+
+// ForClaim returns the XRD that offers claims of kind gk, or nil if none does.
+func (i *Index) ForClaim(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error) {
+	return i.lookup(ctx, func() *xv1.CompositeResourceDefinition { return i.byClaim[gk] })
+}
+
+// ForComposite returns the XRD that defines XRs of kind gk, or nil if none
+// does.
+func (i *Index) ForComposite(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error) {
+	return i.lookup(ctx, func() *xv1.CompositeResourceDefinition { return i.byXR[gk] })
+}
+
+// Invalidate makes the next lookup reload the index.
+func (i *Index) Invalidate() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.loadedAt = time.Time{}
+}
+
+func (i *Index) lookup(ctx context.Context, find func() *xv1.CompositeResourceDefinition) (*xv1.CompositeResourceDefinition, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	age := i.now().Sub(i.loadedAt)
+	if i.byXR != nil && age < i.ttl {
+		if d := find(); d != nil {
+			return d, nil
+		}
+	}
+	if i.byXR != nil && age < i.minInterval {
+		return find(), nil
+	}
+	if err := i.load(ctx); err != nil {
+		return nil, err
+	}
+	return find(), nil
+}
+
+func (i *Index) load(ctx context.Context) error {
+	items, err := i.list.List(ctx, xv1.CompositeResourceDefinitionGroupVersionKind, "", nil)
+	if err != nil {
+		return fmt.Errorf("cannot list composite resource definitions: %w", err)
+	}
+	byClaim := map[schema.GroupKind]*xv1.CompositeResourceDefinition{}
+	byXR := map[schema.GroupKind]*xv1.CompositeResourceDefinition{}
+	for _, u := range items {
+		d := &xv1.CompositeResourceDefinition{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+			// An XRD the API server accepted but that does not decode
+			// defines nothing the binder can serve; skip it rather than
+			// fail every other kind.
+			continue
+		}
+		byXR[schema.GroupKind{Group: d.Spec.Group, Kind: d.Spec.Names.Kind}] = d
+		if d.OffersClaim() {
+			byClaim[schema.GroupKind{Group: d.Spec.Group, Kind: d.Spec.ClaimNames.Kind}] = d
+		}
+	}
+	i.byClaim, i.byXR, i.loadedAt = byClaim, byXR, i.now()
+	return nil
+}
