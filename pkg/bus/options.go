@@ -1,0 +1,147 @@
+package bus
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// PublisherOption configures a Publisher.
+type PublisherOption interface{ applyPublisher(*Publisher) }
+
+// WorkerOption configures a Worker.
+type WorkerOption interface{ applyWorker(*Worker) }
+
+// Option configures both a Publisher and a Worker.
+type Option interface {
+	PublisherOption
+	WorkerOption
+}
+
+type publisherOption func(*Publisher)
+
+func (f publisherOption) applyPublisher(p *Publisher) { f(p) }
+
+type workerOption func(*Worker)
+
+func (f workerOption) applyWorker(w *Worker) { f(w) }
+
+type sharedOption struct {
+	pub func(*Publisher)
+	wrk func(*Worker)
+}
+
+func (o sharedOption) applyPublisher(p *Publisher) { o.pub(p) }
+func (o sharedOption) applyWorker(w *Worker)       { o.wrk(w) }
+
+// WithConfig sets the bus Config. It must match the Config given to
+// EnsureStreams (at least Partitions and MaxDeliver). An invalid Config makes
+// NewWorker fail and every Publish return the validation error.
+func WithConfig(cfg Config) Option {
+	return sharedOption{
+		pub: func(p *Publisher) { p.rawCfg = cfg },
+		wrk: func(w *Worker) { w.rawCfg = cfg },
+	}
+}
+
+// WithLogger sets the logger; the default is slog.Default(). Failures are
+// logged at info, each handled event at debug.
+func WithLogger(l *slog.Logger) Option {
+	return sharedOption{
+		pub: func(p *Publisher) {
+			if l != nil {
+				p.log = l
+			}
+		},
+		wrk: func(w *Worker) {
+			if l != nil {
+				w.log = l
+			}
+		},
+	}
+}
+
+// WithMaxInFlight bounds how many published events may await their
+// acknowledgement from JetStream; Publish blocks while the bound is reached.
+// The default is 256; values below 1 are ignored.
+func WithMaxInFlight(n int) PublisherOption {
+	return publisherOption(func(p *Publisher) {
+		if n > 0 {
+			p.maxInFlight = n
+		}
+	})
+}
+
+// WithSource sets the Source recorded on events that do not name one, for
+// example "watcher/0".
+func WithSource(source string) PublisherOption {
+	return publisherOption(func(p *Publisher) { p.source = source })
+}
+
+// WithConcurrency bounds how many handlers of this replica run at once,
+// across all targets and partitions. The default is 16; values below 1 are
+// ignored.
+func WithConcurrency(n int) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if n > 0 {
+			w.concurrency = n
+		}
+	})
+}
+
+// WithHandlerTimeout bounds one handler call; its context is cancelled after
+// d. The default is one minute; values below one millisecond are ignored.
+// The handler context is also cancelled, whatever d is, before the replica's
+// lease on the partition could expire.
+func WithHandlerTimeout(d time.Duration) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if d >= time.Millisecond {
+			w.handlerTimeout = d
+		}
+	})
+}
+
+// WithDrainTimeout bounds how long Run waits, when its context ends, for
+// running handlers to finish before it cancels them. The default is 15
+// seconds; negative values are ignored.
+func WithDrainTimeout(d time.Duration) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if d >= 0 {
+			w.drainTimeout = d
+		}
+	})
+}
+
+// WithBackoff sets how failed events are retried. newBackOff is called for
+// each failure and must return a fresh BackOff; the delay before delivery n+1
+// is its n-th NextBackOff. If it returns backoff.Stop the event is
+// dead-lettered even before MaxDeliver. The default is exponential from one
+// second, doubling, with 20% jitter, capped at five minutes.
+func WithBackoff(newBackOff func() backoff.BackOff) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if newBackOff != nil {
+			w.newBackOff = newBackOff
+		}
+	})
+}
+
+// WithOwnershipHook calls f when this replica starts owning a partition
+// (before it pulls from it) and when it stops owning it (after its last
+// handler has returned). Calls for one partition never overlap. For metrics,
+// logs and tests.
+func WithOwnershipHook(f func(partition int, owned bool)) WorkerOption {
+	return workerOption(func(w *Worker) { w.ownershipHook = f })
+}
+
+// defaultBackOff is the default retry schedule of failed events.
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = time.Second
+	b.Multiplier = 2
+	b.RandomizationFactor = 0.2
+	b.MaxInterval = 5 * time.Minute
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}

@@ -1,0 +1,78 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
+
+// Partition is the partition of a target: fnv-1a (32 bit) of its UID modulo
+// the partition count. Every publisher and worker computes it the same way, so
+// all work for one target goes through one partition consumer.
+func Partition(uid string, partitions int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(uid))
+	return int(h.Sum32() % uint32(partitions))
+}
+
+// WorkSubject is the subject of a work request for a target:
+// loom.<service>.<partition>.<uid>. UIDs, not names, are subject tokens,
+// because Kubernetes names may contain dots.
+func WorkSubject(service string, partitions int, uid string) string {
+	return fmt.Sprintf("%s.%s.%d.%s", subjectPrefix, service, Partition(uid, partitions), uid)
+}
+
+// DeadLetterSubject is the dead-letter subject of a service: loom.dlq.<service>.
+func DeadLetterSubject(service string) string {
+	return fmt.Sprintf("%s.%s.%s", subjectPrefix, dlqToken, service)
+}
+
+// partitionFilter is the filter subject of one partition consumer.
+func partitionFilter(service string, partition int) string {
+	return fmt.Sprintf("%s.%s.%d.*", subjectPrefix, service, partition)
+}
+
+// parseWorkSubject splits a work subject into its service, partition and
+// target UID.
+func parseWorkSubject(subject string) (service string, partition int, uid string, err error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 || parts[0] != subjectPrefix || parts[1] == dlqToken {
+		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>", subject, subjectPrefix)
+	}
+	p, err := strconv.Atoi(parts[2])
+	if err != nil || p < 0 {
+		return "", 0, "", fmt.Errorf("cannot parse work subject %q: bad partition %q", subject, parts[2])
+	}
+	return parts[1], p, parts[3], nil
+}
+
+// errBadToken says a value cannot be a NATS subject token.
+var errBadToken = errors.New("must be non-empty and contain only letters, digits, '-' and '_'")
+
+// checkToken reports whether s can be used as one subject token. Kubernetes
+// UIDs (RFC 4122 strings) always can.
+func checkToken(s string) error {
+	if s == "" {
+		return errBadToken
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return errBadToken
+		}
+	}
+	return nil
+}
+
+// checkKeyPart reports whether s can be part of a key-value key (replica IDs
+// are): dot-separated tokens of letters, digits, '-' and '_'.
+func checkKeyPart(s string) error {
+	for _, t := range strings.Split(s, ".") {
+		if checkToken(t) != nil {
+			return errors.New("must be dot-separated tokens of letters, digits, '-' and '_'")
+		}
+	}
+	return nil
+}

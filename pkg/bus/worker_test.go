@@ -1,0 +1,583 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomxr/loom/pkg/bus"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+)
+
+// 1,000 events for one object are handled far fewer times, and the last
+// handling sees the latest resourceVersion.
+func TestCoalescesEventsForOneObject(t *testing.T) {
+	h := newHarness(t, testConfig())
+	const n = 1000
+	release := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		handled []int
+	)
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		rv, _ := strconv.Atoi(r.Event.GetResourceVersion())
+		mu.Lock()
+		handled = append(handled, rv)
+		first := len(handled) == 1
+		mu.Unlock()
+		if first {
+			// Hold the first handling until every event is published, so
+			// that the rest pile up behind it.
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return bus.Result{}, ctx.Err()
+			}
+		}
+		return bus.Result{}, nil
+	}))
+	pub := h.publisher()
+	for i := 1; i <= n; i++ {
+		if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	last := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(handled) == 0 {
+			return 0
+		}
+		return handled[len(handled)-1]
+	}
+	eventually(t, 10*time.Second, "the latest version to be handled", func() bool {
+		return last() == n && h.workPending(bus.Renderer) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handled) > n/50 {
+		t.Errorf("handled %d times for %d events; want far fewer (at most %d)", len(handled), n, n/50)
+	}
+	for i := 1; i < len(handled); i++ {
+		if handled[i] <= handled[i-1] {
+			t.Errorf("handled versions out of order: %v", handled)
+			break
+		}
+	}
+	t.Logf("%d events handled %d times: %v", n, len(handled), handled)
+}
+
+// With three replicas and 10,000 events over 500 objects, no object is ever
+// handled by two replicas at once, and every object's latest version is
+// handled. The replicas join while events flow, so partitions move.
+func TestThreeReplicasNeverOverlap(t *testing.T) {
+	cfg := testConfig()
+	cfg.Partitions = 32
+	h := newHarness(t, cfg)
+	const objects, versions = 500, 20
+	var (
+		overlaps atomic.Int64
+		calls    atomic.Int64
+		active   [objects]atomic.Int32
+		latest   [objects]atomic.Int64
+	)
+	handler := func(replica string) bus.Handler {
+		return bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+			i, err := strconv.Atoi(r.Target.GetUid()[len(r.Target.GetUid())-12:])
+			if err != nil {
+				return bus.Result{}, bus.Permanent(err)
+			}
+			if active[i].Add(1) > 1 {
+				overlaps.Add(1)
+			}
+			defer active[i].Add(-1)
+			calls.Add(1)
+			rv, _ := strconv.Atoi(r.Event.GetResourceVersion())
+			latest[i].Store(int64(rv))
+			// A little work, so that handlings of one object can meet.
+			for range 3 {
+				runtime.Gosched()
+			}
+			return bus.Result{}, nil
+		})
+	}
+	own := newOwnership()
+	pub := h.publisher()
+	h.start(bus.Renderer, "r0", handler("r0"), own.hook("r0"))
+	for v := 1; v <= versions; v++ {
+		if v == 5 {
+			h.start(bus.Renderer, "r1", handler("r1"), own.hook("r1"))
+		}
+		if v == 10 {
+			h.start(bus.Renderer, "r2", handler("r2"), own.hook("r2"))
+		}
+		for o := range objects {
+			if err := pub.Publish(t.Context(), bus.Renderer, event(uid(o), v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := pub.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "every object's latest version to be handled", func() bool {
+		for i := range objects {
+			if latest[i].Load() != versions {
+				return false
+			}
+		}
+		return h.workPending(bus.Renderer) == 0
+	})
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("recorded %d overlapping handlings; want 0", n)
+	}
+	if _, v := own.state(); len(v) > 0 {
+		t.Errorf("partitions with two owners: %v", v)
+	}
+	t.Logf("%d events over %d objects handled in %d calls", objects*versions, objects, calls.Load())
+}
+
+// A replica killed mid-message has the message redelivered to another
+// replica, and the two handlings never overlap.
+func TestKilledReplicaMessageRedelivered(t *testing.T) {
+	h := newHarness(t, testConfig())
+	own := newOwnership()
+	type call struct {
+		replica  string
+		delivery int
+		start    time.Time
+	}
+	var (
+		mu       sync.Mutex
+		calls    []call
+		deadEnd  time.Time
+		started  = make(chan struct{})
+		startedO sync.Once
+	)
+	handler := func(id string) bus.Handler {
+		return bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+			mu.Lock()
+			calls = append(calls, call{replica: id, delivery: r.Delivery, start: time.Now()})
+			mu.Unlock()
+			if id == "a" {
+				// The doomed replica works until it is stopped.
+				startedO.Do(func() { close(started) })
+				<-ctx.Done()
+				mu.Lock()
+				deadEnd = time.Now()
+				mu.Unlock()
+				return bus.Result{}, ctx.Err()
+			}
+			return bus.Result{}, nil
+		})
+	}
+	a := h.start(bus.Binder, "a", handler("a"), own.hook("a"))
+	b := h.start(bus.Binder, "b", handler("b"), own.hook("b"))
+	eventually(t, 10*time.Second, "partitions to settle between both replicas", func() bool {
+		n, _ := own.state()
+		return n == h.cfg.Partitions && len(a.w.Owned()) > 0 && len(b.w.Owned()) > 0 &&
+			len(a.w.Owned())+len(b.w.Owned()) == h.cfg.Partitions
+	})
+	// Pick an object in one of a's partitions.
+	target := ""
+	owned := map[int]bool{}
+	for _, p := range a.w.Owned() {
+		owned[p] = true
+	}
+	for i := 0; target == ""; i++ {
+		if owned[bus.Partition(uid(i), h.cfg.Partitions)] {
+			target = uid(i)
+		}
+	}
+	pub := h.publisher()
+	if err := pub.Publish(t.Context(), bus.Binder, event(target, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("replica a never started handling")
+	}
+	a.kill()
+	eventually(t, 15*time.Second, "replica b to handle the message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) == 2 && h.workPending(bus.Binder) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if calls[1].replica != "b" || calls[1].delivery < 2 {
+		t.Errorf("second handling: got %+v, want replica b with delivery >= 2", calls[1])
+	}
+	if !calls[1].start.After(deadEnd) {
+		t.Errorf("replica b started at %s, before replica a's handler returned at %s", calls[1].start, deadEnd)
+	}
+	if _, v := own.state(); len(v) > 0 {
+		t.Errorf("partitions with two owners: %v", v)
+	}
+}
+
+// A message that keeps failing ends in the dead-letter stream with its
+// reason, and replaying it re-drives it. Permanent errors and undecodable
+// messages are dead-lettered at once.
+func TestDeadLetterAndReplay(t *testing.T) {
+	h := newHarness(t, testConfig())
+	var (
+		fixed    atomic.Bool
+		attempts sync.Map // uid -> *atomic.Int32
+		okCalls  atomic.Int32
+	)
+	failing, permanent := uid(1), uid(2)
+	h.start(bus.Secrets, "s0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		n, _ := attempts.LoadOrStore(r.Target.GetUid(), new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		switch {
+		case r.Target.GetUid() == permanent:
+			return bus.Result{}, bus.Permanent(fmt.Errorf("composition %q not found", "missing"))
+		case !fixed.Load():
+			return bus.Result{}, fmt.Errorf("cannot reach function: %w", errBoom)
+		}
+		okCalls.Add(1)
+		return bus.Result{}, nil
+	}), bus.WithBackoff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }))
+
+	pub := h.publisher()
+	for _, u := range []string{failing, permanent} {
+		if err := pub.Publish(t.Context(), bus.Secrets, event(u, 7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// A message that is not an event at all.
+	garbage := bus.WorkSubject(bus.Secrets, h.cfg.Partitions, uid(3))
+	if _, err := h.js.Publish(t.Context(), garbage, []byte("\xff\xffnot a protobuf")); err != nil {
+		t.Fatal(err)
+	}
+
+	var dls []bus.DeadLetter
+	eventually(t, 10*time.Second, "three dead letters", func() bool {
+		var err error
+		dls, err = bus.ListDeadLetters(t.Context(), h.js, bus.Secrets)
+		return err == nil && len(dls) == 3 && h.workPending(bus.Secrets) == 0
+	})
+	byUID := map[string]bus.DeadLetter{}
+	for _, d := range dls {
+		if d.Service != bus.Secrets || d.FailedAt.IsZero() {
+			t.Errorf("dead letter %d: service %q, failed at %s", d.Seq, d.Service, d.FailedAt)
+		}
+		u := uid(3)
+		if d.Target != nil {
+			u = d.Target.GetUid()
+		}
+		byUID[u] = d
+	}
+	cases := map[string]struct {
+		reason     string
+		uid        string
+		wantReason string
+		wantDeliv  int
+	}{
+		"Exhausted": {reason: "a transient error retried MaxDeliver times", uid: failing,
+			wantReason: "failed 3 deliveries; last error: cannot reach function: boom", wantDeliv: 3},
+		"Permanent": {reason: "a permanent error is not retried", uid: permanent,
+			wantReason: `permanent error: composition "missing" not found`, wantDeliv: 1},
+		"Undecodable": {reason: "a message that is not an event is never retried", uid: uid(3),
+			wantReason: "undecodable: cannot decode event", wantDeliv: 1},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, ok := byUID[tc.uid]
+			if !ok {
+				t.Fatalf("%s: no dead letter for %s", tc.reason, tc.uid)
+			}
+			if !strings.HasPrefix(d.Reason, tc.wantReason) || d.Deliveries != tc.wantDeliv {
+				t.Errorf("%s: got reason %q after %d deliveries, want %q after %d", tc.reason, d.Reason, d.Deliveries, tc.wantReason, tc.wantDeliv)
+			}
+			if d.Subject != bus.WorkSubject(bus.Secrets, h.cfg.Partitions, tc.uid) {
+				t.Errorf("%s: subject %q", tc.reason, d.Subject)
+			}
+		})
+	}
+	if n, _ := attempts.Load(failing); n.(*atomic.Int32).Load() != 3 {
+		t.Errorf("failing event handled %d times, want 3", n.(*atomic.Int32).Load())
+	}
+
+	fixed.Store(true)
+	if _, err := bus.ReplayDeadLetter(t.Context(), h.js, byUID[failing].Seq); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the replayed event to be handled", func() bool {
+		return okCalls.Load() == 1 && h.workPending(bus.Secrets) == 0
+	})
+	left, err := bus.ListDeadLetters(t.Context(), h.js, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 2 {
+		t.Errorf("dead letters after replay: %d, want 2", len(left))
+	}
+}
+
+// Publishing the same change twice stores it once.
+func TestDuplicatePublishDropped(t *testing.T) {
+	h := newHarness(t, testConfig())
+	// Two publishers, as two active-active watchers.
+	a, b := h.publisher(), h.publisher()
+	for _, p := range []*bus.Publisher{a, b, a} {
+		if err := p.Publish(t.Context(), bus.Renderer, event(uid(1), 42)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := h.js.Stream(t.Context(), bus.StreamName(bus.Renderer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().State.LastSeq; got != 1 {
+		t.Errorf("stored %d messages for one change published three times; want 1", got)
+	}
+	// A new version is a new message.
+	if err := a.Publish(t.Context(), bus.Renderer, event(uid(1), 43)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = h.js.Stream(t.Context(), bus.StreamName(bus.Renderer))
+	if got := s.CachedInfo().State.LastSeq; got != 2 {
+		t.Errorf("stored %d messages after a new version; want 2", got)
+	}
+}
+
+// When replicas join and leave (gracefully or by crashing), every partition
+// has an owner again within seconds, and never two.
+func TestMembershipRebalances(t *testing.T) {
+	h := newHarness(t, testConfig())
+	own := newOwnership()
+	nop := bus.HandlerFunc(func(context.Context, bus.Request) (bus.Result, error) { return bus.Result{}, nil })
+	all := func(rs ...*replica) func() bool {
+		return func() bool {
+			n, _ := own.state()
+			total := 0
+			for _, r := range rs {
+				if len(r.w.Owned()) == 0 {
+					return false
+				}
+				total += len(r.w.Owned())
+			}
+			return n == h.cfg.Partitions && total == h.cfg.Partitions
+		}
+	}
+	step := func(what string, within time.Duration, cond func() bool) {
+		t.Helper()
+		start := time.Now()
+		eventually(t, within, what, cond)
+		t.Logf("%s: %s", what, time.Since(start).Round(time.Millisecond))
+	}
+	r0 := h.start(bus.Renderer, "r0", nop, own.hook("r0"))
+	step("one replica owns every partition", 5*time.Second, all(r0))
+	r1 := h.start(bus.Renderer, "r1", nop, own.hook("r1"))
+	r2 := h.start(bus.Renderer, "r2", nop, own.hook("r2"))
+	step("three replicas share the partitions", 5*time.Second, all(r0, r1, r2))
+	if !r0.w.Ready() || !r1.w.Ready() || !r2.w.Ready() {
+		t.Errorf("replicas not ready")
+	}
+	r1.stop()
+	step("a graceful leaver's partitions are taken over", 3*time.Second, all(r0, r2))
+	r2.kill()
+	step("a crashed replica's partitions are taken over", 3*h.cfg.LeaseTTL+time.Second, all(r0))
+	r3 := h.start(bus.Renderer, "r3", nop, own.hook("r3"))
+	step("a new replica gets its share", 5*time.Second, all(r0, r3))
+	if _, v := own.state(); len(v) > 0 {
+		t.Errorf("partitions with two owners: %v", v)
+	}
+}
+
+// A requeue comes back after its delay as a fresh delivery, and requeues do
+// not count towards MaxDeliver.
+func TestRequeue(t *testing.T) {
+	h := newHarness(t, testConfig())
+	const requeues = 5 // more than MaxDeliver
+	var (
+		mu    sync.Mutex
+		calls []time.Time
+		deliv []int
+	)
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, time.Now())
+		deliv = append(deliv, r.Delivery)
+		if len(calls) <= requeues {
+			return bus.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		return bus.Result{}, nil
+	}))
+	pub := h.publisher()
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(9), 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "all requeues to be handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) == requeues+1 && h.workPending(bus.Renderer) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(calls); i++ {
+		if gap := calls[i].Sub(calls[i-1]); gap < 50*time.Millisecond {
+			t.Errorf("handling %d came %s after the previous one; want at least the 50ms requeue delay", i, gap)
+		}
+	}
+	for i, d := range deliv {
+		if d != 1 {
+			t.Errorf("handling %d saw delivery %d; want 1 (requeues are fresh)", i, d)
+		}
+	}
+	if dls, _ := bus.ListDeadLetters(t.Context(), h.js, ""); len(dls) != 0 {
+		t.Errorf("requeues dead-lettered: %+v", dls)
+	}
+}
+
+// A handler that runs longer than AckWait is kept alive with InProgress and
+// handled once.
+func TestLongHandlerNotRedelivered(t *testing.T) {
+	cfg := testConfig()
+	cfg.AckWait = 300 * time.Millisecond
+	h := newHarness(t, cfg)
+	var calls atomic.Int32
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		calls.Add(1)
+		// Work for three AckWaits.
+		select {
+		case <-time.After(3 * cfg.AckWait):
+		case <-ctx.Done():
+		}
+		return bus.Result{}, nil
+	}))
+	pub := h.publisher()
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the event to be handled", func() bool {
+		return calls.Load() >= 1 && h.workPending(bus.Renderer) == 0
+	})
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handled %d times; want 1", n)
+	}
+}
+
+// The trace context of the publisher reaches the handler.
+func TestTracePropagates(t *testing.T) {
+	prev := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(prev) })
+
+	h := newHarness(t, testConfig())
+	got := make(chan trace.SpanContext, 1)
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		got <- trace.SpanContextFromContext(ctx)
+		return bus.Result{}, nil
+	}))
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		SpanID:     trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8},
+		TraceFlags: trace.FlagsSampled,
+	})
+	ctx := trace.ContextWithSpanContext(t.Context(), sc)
+	pub := h.publisher()
+	if err := pub.Publish(ctx, bus.Renderer, event(uid(1), 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s.TraceID() != sc.TraceID() {
+			t.Errorf("handler trace ID %s; want %s", s.TraceID(), sc.TraceID())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("event not handled")
+	}
+}
+
+// A graceful stop lets a running handler finish and acknowledges its
+// message, so nobody handles it again.
+func TestGracefulStopDrains(t *testing.T) {
+	h := newHarness(t, testConfig())
+	started, finish := make(chan struct{}), make(chan struct{})
+	var calls, cancelled atomic.Int32
+	r := h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+		}
+		select {
+		case <-finish:
+		case <-ctx.Done():
+			cancelled.Add(1)
+		}
+		return bus.Result{}, nil
+	}))
+	pub := h.publisher()
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	stopped := make(chan struct{})
+	go func() { r.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while a handler was still running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(finish)
+	<-stopped
+	if n := h.workPending(bus.Renderer); n != 0 || cancelled.Load() != 0 {
+		t.Errorf("after a graceful stop: %d messages pending, %d handlers cancelled; want 0 and 0", n, cancelled.Load())
+	}
+}
+
+// A Publisher refuses events it cannot route.
+func TestPublishRejectsInvalidEvents(t *testing.T) {
+	h := newHarness(t, testConfig())
+	pub := h.publisher()
+	cases := map[string]struct {
+		reason  string
+		service string
+		ev      *eventsv1.Event
+		want    string
+	}{
+		"UnknownService": {reason: "only the consuming services have streams", service: "nobody", ev: event(uid(1), 1), want: "unknown service"},
+		"BadUID":         {reason: "a UID must be one subject token", service: bus.Renderer, ev: event("a.b", 1), want: "target UID"},
+		"NoTarget":       {reason: "an event must name what to reconcile", service: bus.Renderer, ev: &eventsv1.Event{}, want: "neither a target nor an object"},
+		"Nil":            {reason: "a nil event is a bug", service: bus.Renderer, ev: nil, want: "nil event"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := pub.Publish(t.Context(), tc.service, tc.ev)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: got error %v, want one containing %q", tc.reason, err, tc.want)
+			}
+		})
+	}
+}
