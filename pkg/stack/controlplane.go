@@ -166,6 +166,7 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 			// The loopback advertise address may not appear in Endpoints,
 			// and nothing in the stack needs the kubernetes Service's.
 			"--endpoint-reconciler-type=none",
+			"--shutdown-watch-termination-grace-period=2s",
 			"--profiling=false",
 		},
 	}

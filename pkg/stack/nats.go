@@ -33,7 +33,7 @@ func (s *Stack) startNATS(ctx context.Context) error {
 		StoreDir:   filepath.Join(s.opts.StateDir, "nats"),
 		LogFile:    filepath.Join(s.opts.StateDir, "logs", "nats.log"),
 		// The harness owns signals; the server must not exit on SIGTERM.
-		NoSigs: true,
+		NoSigs:                 true,
 		DisableJetStreamBanner: true,
 	}}
 	if err := n.start(ctx); err != nil {

@@ -1,0 +1,234 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+func TestRegisterFlags(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		env    map[string]string
+		args   []string
+		want   Config
+	}{
+		"Environment": {
+			reason: "Environment variables provide the defaults.",
+			env: map[string]string{"KUBECONFIG": "/k", "LOOM_NATS_URL": "nats://n:4222", "LOOM_REPLICA_ID": "r-1",
+				"LOOM_HEALTH_ADDR": "127.0.0.1:1", "LOOM_METRICS_ADDR": "127.0.0.1:2", "LOOM_DRAIN_PERIOD": "3s"},
+			want: Config{Kubeconfig: "/k", NATSURL: "nats://n:4222", ReplicaID: "r-1", HealthAddr: "127.0.0.1:1", MetricsAddr: "127.0.0.1:2", DrainPeriod: 3 * time.Second},
+		},
+		"FlagsWin": {
+			reason: "Flags override the environment.",
+			env:    map[string]string{"KUBECONFIG": "/env", "LOOM_REPLICA_ID": "env"},
+			args:   []string{"--kubeconfig=/flag", "--replica-id=flag", "--nats-url=nats://f:1", "--health-addr=", "--drain-period=1s"},
+			want:   Config{Kubeconfig: "/flag", NATSURL: "nats://f:1", ReplicaID: "flag", HealthAddr: "", DrainPeriod: time.Second},
+		},
+		"Defaults": {
+			reason: "Without either, the documented defaults apply.",
+			env:    map[string]string{"LOOM_REPLICA_ID": "fixed"},
+			want:   Config{NATSURL: "nats://127.0.0.1:4222", ReplicaID: "fixed", HealthAddr: ":8081", DrainPeriod: 10 * time.Second},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var c Config
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			c.RegisterFlags(fs, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c); diff != "" {
+				t.Errorf("%s\nConfig: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	cases := map[string]struct {
+		reason   string
+		checks   map[string]Check
+		closing  bool
+		wantCode int
+		wantBody string
+	}{
+		"AllPass": {
+			reason:   "Ready when every check passes.",
+			checks:   map[string]Check{"a": func(context.Context) error { return nil }},
+			wantCode: http.StatusOK,
+			wantBody: "ok\n",
+		},
+		"OneFails": {
+			reason: "Not ready when a check fails; failures are listed sorted by name.",
+			checks: map[string]Check{
+				"b": func(context.Context) error { return errors.New("boom") },
+				"a": func(context.Context) error { return errors.New("bang") },
+				"c": func(context.Context) error { return nil },
+			},
+			wantCode: http.StatusServiceUnavailable,
+			wantBody: "a: bang\nb: boom\n",
+		},
+		"Closing": {
+			reason:   "Not ready while shutting down.",
+			closing:  true,
+			wantCode: http.StatusServiceUnavailable,
+			wantBody: "shutting down\n",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rt := &Runtime{checks: map[string]Check{}, closing: tc.closing}
+			for n, c := range tc.checks {
+				rt.AddReadinessCheck(n, c)
+			}
+			srv := httptest.NewServer(rt.Handler())
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body bytes.Buffer
+			_, _ = body.ReadFrom(resp.Body)
+			if resp.StatusCode != tc.wantCode || body.String() != tc.wantBody {
+				t.Errorf("%s\n/readyz: got %d %q, want %d %q", tc.reason, resp.StatusCode, body.String(), tc.wantCode, tc.wantBody)
+			}
+			if resp, err := http.Get(srv.URL + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("%s\n/healthz: want 200 whatever readiness says, got %v %v", tc.reason, resp, err)
+			}
+		})
+	}
+}
+
+// runNATS starts an in-process NATS server for the test.
+func runNATS(t *testing.T) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	return s.ClientURL()
+}
+
+// kubeconfig writes a kubeconfig for a server that is never contacted.
+func kubeconfig(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	const kc = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`
+	if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestMainExitCodes(t *testing.T) {
+	url := runNATS(t)
+	kc := kubeconfig(t)
+	args := []string{"--kubeconfig=" + kc, "--nats-url=" + url, "--replica-id=t-0", "--health-addr="}
+	cases := map[string]struct {
+		reason string
+		args   []string
+		run    RunFunc
+		want   int
+	}{
+		"Success": {
+			reason: "run returning nil exits 0.",
+			args:   args,
+			run: func(_ context.Context, rt *Runtime) error {
+				if rt.REST.Host != "https://127.0.0.1:1" {
+					return errors.New("wrong REST config")
+				}
+				return nil
+			},
+			want: 0,
+		},
+		"RunFails": {
+			reason: "run returning an error exits 1.",
+			args:   args,
+			run:    func(context.Context, *Runtime) error { return errors.New("boom") },
+			want:   1,
+		},
+		"BadFlag": {
+			reason: "An unknown flag exits 2.",
+			args:   []string{"--nope"},
+			run:    func(context.Context, *Runtime) error { return nil },
+			want:   2,
+		},
+		"NoKubeconfig": {
+			reason: "Outside a cluster, no kubeconfig is a start-up failure.",
+			args:   []string{"--kubeconfig=", "--nats-url=" + url, "--health-addr="},
+			run:    func(context.Context, *Runtime) error { return nil },
+			want:   1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			got := main("test", tc.run, nil, tc.args, func(string) (string, bool) { return "", false }, &out)
+			if got != tc.want {
+				t.Errorf("%s\nmain(...): exit %d, want %d; output:\n%s", tc.reason, got, tc.want, out.String())
+			}
+		})
+	}
+}
+
+func TestMainStopsOnSIGTERM(t *testing.T) {
+	url := runNATS(t)
+	started := make(chan struct{})
+	var out bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- main("test", func(ctx context.Context, rt *Runtime) error {
+			close(started)
+			<-ctx.Done()
+			return nil
+		}, nil, []string{"--kubeconfig=" + kubeconfig(t), "--nats-url=" + url, "--health-addr=", "--drain-period=5s"},
+			func(string) (string, bool) { return "", false }, &out)
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not start")
+	}
+	// main has installed its handler before run starts, so this SIGTERM
+	// reaches main rather than ending the test binary.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("exit %d after SIGTERM, want 0; output:\n%s", c, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("main did not return after SIGTERM")
+	}
+	if !strings.Contains(out.String(), "shutting down") {
+		t.Errorf("output %q: want a shutdown line", out.String())
+	}
+}

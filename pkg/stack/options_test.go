@@ -1,0 +1,96 @@
+package stack
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestFindRepoRoot(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "go.work"), []byte("go 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(root, "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := FindRepoRoot(deep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != root {
+		t.Errorf("FindRepoRoot(%s): got %s, want %s", deep, got, root)
+	}
+	if _, err := FindRepoRoot(t.TempDir()); err == nil {
+		t.Error("FindRepoRoot outside a checkout: want error, got nil")
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	t.Setenv("LOOM_BIN_DIR", "")
+	t.Setenv("LOOM_K8S_BIN_DIR", "")
+	root := t.TempDir()
+	cases := map[string]struct {
+		reason string
+		in     Options
+		want   Options
+		err    bool
+	}{
+		"Defaults": {
+			reason: "Unset folders default to the checkout's; services to all of them.",
+			in:     Options{RepoRoot: root},
+			want: Options{
+				RepoRoot:     root,
+				StateDir:     filepath.Join(root, ".loom"),
+				BinDir:       filepath.Join(root, "bin"),
+				K8sBinDir:    filepath.Join(root, ".cache", "k8s", KubernetesVersion),
+				RBACDir:      filepath.Join(root, "deploy", "helm", "loom", "files", "rbac"),
+				Services:     DefaultServices,
+				CRDDirs:      []string{filepath.Join(root, "deploy", "helm", "loom", "crds")},
+				ExtraCRDDirs: []string{filepath.Join(root, "e2e", "provider", "crds")},
+			},
+		},
+		"NoServices": {
+			reason: "An empty, non-nil Services runs none.",
+			in:     Options{RepoRoot: root, StateDir: "/s", BinDir: "/b", K8sBinDir: "/k", RBACDir: "/r", Services: []string{}, CRDDirs: []string{}, ExtraCRDDirs: []string{}},
+			want:   Options{RepoRoot: root, StateDir: "/s", BinDir: "/b", K8sBinDir: "/k", RBACDir: "/r", Services: []string{}, CRDDirs: []string{}, ExtraCRDDirs: []string{}},
+		},
+		"NegativeReplicas": {
+			reason: "A negative replica count is an error.",
+			in:     Options{RepoRoot: root, Replicas: map[string]int{"renderer": -1}},
+			err:    true,
+		},
+		"NATSCluster": {
+			reason: "NATS clusters are not supported yet.",
+			in:     Options{RepoRoot: root, NATSServers: 3},
+			err:    true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.in.withDefaults()
+			if (err != nil) != tc.err {
+				t.Fatalf("%s\nwithDefaults(): err %v, want error %v", tc.reason, err, tc.err)
+			}
+			if tc.err {
+				return
+			}
+			// Not compared: writers and durations have fixed defaults.
+			got.Log, got.GracePeriod, got.ReadyTimeout = nil, 0, 0
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nwithDefaults(): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestReplicas(t *testing.T) {
+	o := Options{Replicas: map[string]int{"renderer": 3, "binder": 0}}
+	got := map[string]int{"renderer": o.replicas("renderer"), "binder": o.replicas("binder"), "watcher": o.replicas("watcher")}
+	if diff := cmp.Diff(map[string]int{"renderer": 3, "binder": 0, "watcher": 1}, got); diff != "" {
+		t.Errorf("replicas: missing means 1, zero means none: -want, +got:\n%s", diff)
+	}
+}
