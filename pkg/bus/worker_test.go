@@ -3,7 +3,6 @@ package bus_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,10 +108,10 @@ func TestThreeReplicasNeverOverlap(t *testing.T) {
 			calls.Add(1)
 			rv, _ := strconv.Atoi(r.Event.GetResourceVersion())
 			latest[i].Store(int64(rv))
-			// A little work, so that handlings of one object can meet.
-			for range 3 {
-				runtime.Gosched()
-			}
+			// Simulated work (not synchronization), long enough for a
+			// second handling of the object to meet this one if exclusivity
+			// were broken.
+			time.Sleep(500 * time.Microsecond)
 			return bus.Result{}, nil
 		})
 	}
