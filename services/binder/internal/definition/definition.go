@@ -61,13 +61,49 @@ func NewIndex(l Lister, o ...Option) *Index {
 
 // ForClaim returns the XRD that offers claims of kind gk, or nil if none does.
 func (i *Index) ForClaim(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error) {
-	return i.lookup(ctx, func() *xv1.CompositeResourceDefinition { return i.byClaim[gk] })
+	d, claim, err := i.Lookup(ctx, gk)
+	if err != nil || !claim {
+		return nil, err
+	}
+	return d, nil
 }
 
 // ForComposite returns the XRD that defines XRs of kind gk, or nil if none
 // does.
 func (i *Index) ForComposite(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error) {
-	return i.lookup(ctx, func() *xv1.CompositeResourceDefinition { return i.byXR[gk] })
+	d, claim, err := i.Lookup(ctx, gk)
+	if err != nil || claim {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Lookup returns the XRD that defines kind gk, and whether gk is its claim
+// kind (else its XR kind). It returns nil if no XRD defines gk.
+func (i *Index) Lookup(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, bool, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	find := func() (*xv1.CompositeResourceDefinition, bool) {
+		if d := i.byClaim[gk]; d != nil {
+			return d, true
+		}
+		return i.byXR[gk], false
+	}
+	age := i.now().Sub(i.loadedAt)
+	if i.byXR != nil && age < i.ttl {
+		if d, claim := find(); d != nil {
+			return d, claim, nil
+		}
+	}
+	if i.byXR != nil && age < i.minInterval {
+		d, claim := find()
+		return d, claim, nil
+	}
+	if err := i.load(ctx); err != nil {
+		return nil, false, err
+	}
+	d, claim := find()
+	return d, claim, nil
 }
 
 // Invalidate makes the next lookup reload the index.
@@ -75,24 +111,6 @@ func (i *Index) Invalidate() {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.loadedAt = time.Time{}
-}
-
-func (i *Index) lookup(ctx context.Context, find func() *xv1.CompositeResourceDefinition) (*xv1.CompositeResourceDefinition, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	age := i.now().Sub(i.loadedAt)
-	if i.byXR != nil && age < i.ttl {
-		if d := find(); d != nil {
-			return d, nil
-		}
-	}
-	if i.byXR != nil && age < i.minInterval {
-		return find(), nil
-	}
-	if err := i.load(ctx); err != nil {
-		return nil, err
-	}
-	return find(), nil
 }
 
 func (i *Index) load(ctx context.Context) error {

@@ -108,10 +108,10 @@ func (c *Client) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 	return l.Items, nil
 }
 
-// ListMetadata returns the metadata of every object of kind gvk, in all
-// namespaces.
-func (c *Client) ListMetadata(ctx context.Context, gvk schema.GroupVersionKind) ([]metav1.PartialObjectMetadata, error) {
-	m, err := c.Mapping(gvk)
+// ListMetadata returns the metadata of every object of kind gk, at its
+// preferred version, in all namespaces.
+func (c *Client) ListMetadata(ctx context.Context, gk schema.GroupKind) ([]metav1.PartialObjectMetadata, error) {
+	m, err := c.Mapping(gk.WithVersion(""))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,85 @@
+// Package route is the binder's bus handler: it looks at the kind of each
+// request's target and hands the request to the reconciler for it: a claim
+// to the claim reconciler, a composite resource (XR) to the reference
+// resolver, a ReferenceRule to the rule fan-out. Targets of other kinds are
+// acknowledged and ignored.
+package route
+
+import (
+	"context"
+	"log/slog"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/bus"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+	"github.com/loomxr/loom/services/binder/internal/claim"
+	"github.com/loomxr/loom/services/binder/internal/reference"
+)
+
+// Definitions finds the XRD that defines a kind of claim or XR.
+type Definitions interface {
+	ForClaim(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error)
+	ForComposite(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error)
+}
+
+// ClaimReconciler reconciles one claim.
+type ClaimReconciler interface {
+	Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (claim.Result, error)
+}
+
+// CompositeReconciler resolves the references of one XR's composed
+// resources; refresh reloads the reference rules first.
+type CompositeReconciler interface {
+	Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reference.Result, error)
+}
+
+// RuleHandler handles a changed ReferenceRule.
+type RuleHandler interface {
+	Handle(ctx context.Context, ev *eventsv1.Event, rule *eventsv1.ObjectRef) error
+}
+
+// Handler routes bus requests to the binder's reconcilers.
+type Handler struct {
+	defs       Definitions
+	claims     ClaimReconciler
+	composites CompositeReconciler
+	rules      RuleHandler
+	log        *slog.Logger
+}
+
+// NewHandler returns a Handler.
+func NewHandler(d Definitions, claims ClaimReconciler, composites CompositeReconciler, rules RuleHandler, log *slog.Logger) *Handler {
+	return &Handler{defs: d, claims: claims, composites: composites, rules: rules, log: log}
+}
+
+var _ bus.Handler = (*Handler)(nil)
+
+// Handle implements bus.Handler.
+func (h *Handler) Handle(ctx context.Context, r bus.Request) (bus.Result, error) {
+	t := r.Target
+	if reference.IsRule(t) {
+		return bus.Result{}, h.rules.Handle(ctx, r.Event, t)
+	}
+	gk := schema.GroupKind{Group: t.GetGroup(), Kind: t.GetKind()}
+	d, err := h.defs.ForClaim(ctx, gk)
+	if err != nil {
+		return bus.Result{}, err
+	}
+	if d != nil {
+		res, err := h.claims.Reconcile(ctx, d.GetClaimGroupVersionKind(), t.GetNamespace(), t.GetName())
+		return bus.Result{RequeueAfter: res.RequeueAfter}, err
+	}
+	d, err = h.defs.ForComposite(ctx, gk)
+	if err != nil {
+		return bus.Result{}, err
+	}
+	if d != nil {
+		refresh := reference.IsRule(r.Event.GetObject())
+		res, err := h.composites.Reconcile(ctx, d.GetCompositeGroupVersionKind(), t.GetNamespace(), t.GetName(), refresh)
+		return bus.Result{RequeueAfter: res.RequeueAfter}, err
+	}
+	h.log.Debug("Ignoring a request for a kind no XRD defines", "group", t.GetGroup(), "kind", t.GetKind(), "name", t.GetName())
+	return bus.Result{}, nil
+}
