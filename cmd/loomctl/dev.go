@@ -169,7 +169,10 @@ func devForeground(out io.Writer, f *devFlags) error {
 		fmt.Fprintf(out, "warning: %v (the stack keeps running)\n", err)
 	}
 	<-ctx.Done()
-	fmt.Fprintln(out)
+	// From here on a second Ctrl-C ends loomctl at once; the kernel then
+	// kills every process of the stack (Pdeathsig).
+	cancel()
+	fmt.Fprintln(out, "\nstopping (Ctrl-C again to kill everything at once)")
 	return nil
 }
 

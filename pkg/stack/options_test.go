@@ -1,11 +1,13 @@
 package stack
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestFindRepoRoot(t *testing.T) {
@@ -92,5 +94,46 @@ func TestReplicas(t *testing.T) {
 	got := map[string]int{"renderer": o.replicas("renderer"), "binder": o.replicas("binder"), "watcher": o.replicas("watcher")}
 	if diff := cmp.Diff(map[string]int{"renderer": 3, "binder": 0, "watcher": 1}, got); diff != "" {
 		t.Errorf("replicas: missing means 1, zero means none: -want, +got:\n%s", diff)
+	}
+}
+
+func TestReadInfo(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		content string
+		wantErr error
+		want    Info
+	}{
+		"Running": {
+			reason:  "Info of a live stack process is returned.",
+			content: fmt.Sprintf(`{"kubeconfig":"/s/kubeconfig","natsURL":"nats://127.0.0.1:1","pid":%d}`, os.Getpid()),
+			want:    Info{Kubeconfig: "/s/kubeconfig", NATSURL: "nats://127.0.0.1:1", PID: os.Getpid()},
+		},
+		"Stale": {
+			reason:  "Info left by a dead process means no stack runs.",
+			content: `{"kubeconfig":"/s/kubeconfig","pid":2147483646}`,
+			wantErr: os.ErrNotExist,
+		},
+		"Missing": {
+			reason:  "No info file means no stack runs.",
+			wantErr: os.ErrNotExist,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.content != "" {
+				if err := os.WriteFile(filepath.Join(dir, infoFile), []byte(tc.content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := ReadInfo(dir)
+			if diff := cmp.Diff(tc.wantErr, err, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("%s\nReadInfo(...): error -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nReadInfo(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

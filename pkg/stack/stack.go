@@ -421,7 +421,8 @@ func (s *Stack) writeInfo() error {
 }
 
 // ReadInfo returns the description of the stack running in stateDir, or an
-// error wrapping os.ErrNotExist if none is running there.
+// error wrapping os.ErrNotExist if none is running there (including when
+// the process that ran it died without cleaning up).
 func ReadInfo(stateDir string) (Info, error) {
 	var info Info
 	b, err := os.ReadFile(filepath.Join(stateDir, infoFile))
@@ -430,6 +431,9 @@ func ReadInfo(stateDir string) (Info, error) {
 	}
 	if err := json.Unmarshal(b, &info); err != nil {
 		return info, fmt.Errorf("cannot decode stack info: %w", err)
+	}
+	if info.PID <= 0 || errors.Is(syscall.Kill(info.PID, 0), syscall.ESRCH) {
+		return Info{}, fmt.Errorf("cannot use stack info: process %d is gone: %w", info.PID, os.ErrNotExist)
 	}
 	return info, nil
 }
