@@ -4,9 +4,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -14,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,40 +24,62 @@ import (
 	"google.golang.org/grpc/credentials"
 )
 
-// Test function binaries, built once by TestMain.
+// Test function binaries, built on first use into binDir (see binaries).
 var (
+	binDir         string
 	composeFromEnv string
 	readContext    string
+	sdkDescriptor  string
+
+	buildOnce sync.Once
+	buildErr  error
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "loom-fn-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	code := func() int {
+		dir, err := os.MkdirTemp("", "loom-fn-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		defer os.RemoveAll(dir)
+		binDir = filepath.Join(dir, "bin")
 		if thePKI, err = newPKI(filepath.Join(dir, "pki")); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		composeFromEnv = filepath.Join(dir, "compose-from-env")
-		readContext = filepath.Join(dir, "read-context")
-		for bin, pkg := range map[string]string{composeFromEnv: "./testfn/compose-from-env", readContext: "./testfn/read-context"} {
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// binaries builds the test functions once per test process. Only tests that
+// run them pay for the build (fuzz workers do not).
+func binaries(t *testing.T) {
+	t.Helper()
+	buildOnce.Do(func() {
+		composeFromEnv = filepath.Join(binDir, "compose-from-env")
+		readContext = filepath.Join(binDir, "read-context")
+		sdkDescriptor = filepath.Join(binDir, "sdk-descriptor")
+		for bin, pkg := range map[string]string{
+			composeFromEnv: "./testfn/compose-from-env",
+			readContext:    "./testfn/read-context",
+			sdkDescriptor:  "./testfn/sdk-descriptor",
+		} {
 			cmd := exec.Command("go", "build", "-o", bin, pkg)
 			// The test functions live in the e2e module, with the
 			// function SDK; they are built, never linked into this test.
 			cmd.Dir = filepath.Join("..", "..", "e2e")
 			cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "cannot build %s: %v\n%s", pkg, err, out)
-				return 1
+				buildErr = fmt.Errorf("cannot build %s: %w\n%s", pkg, err, out)
+				return
 			}
 		}
-		return m.Run()
-	}()
-	os.Exit(code)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
 }
 
 // pki is a throwaway certificate authority with one server and one client
@@ -203,12 +228,13 @@ func freeAddress(t *testing.T) string {
 // startFunction runs a test function binary over mutual TLS on 127.0.0.1
 // and returns its Target once it accepts connections. The process is killed
 // when the test ends.
-func startFunction(t *testing.T, bin string) Target {
+func startFunction(t *testing.T, bin *string) Target {
 	t.Helper()
+	binaries(t)
 	p := testPKI(t)
 	for attempt := 0; attempt < 3; attempt++ {
 		addr := freeAddress(t)
-		cmd := exec.Command(bin, "--address", addr, "--tls-certs-dir", p.dir)
+		cmd := exec.Command(*bin, "--address", addr, "--tls-certs-dir", p.dir)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -236,7 +262,7 @@ func startFunction(t *testing.T, bin string) Target {
 			time.Sleep(20 * time.Millisecond) // Polling the listener, not waiting for an outcome.
 		}
 	}
-	t.Fatalf("test function %s did not start", bin)
+	t.Fatalf("test function %s did not start", *bin)
 	return Target{}
 }
 
@@ -258,4 +284,9 @@ func serve(t *testing.T, register func(*grpc.Server)) Target {
 		<-done
 	})
 	return Target{Endpoint: l.Addr().String(), TLS: p.clientTLS()}
+}
+
+func hexSHA256(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

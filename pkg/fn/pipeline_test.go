@@ -102,8 +102,8 @@ func input(t *testing.T, spec map[string]any) []byte {
 // (and a few variants) by name.
 func functions(t *testing.T) *Client {
 	t.Helper()
-	compose := startFunction(t, composeFromEnv)
-	read := startFunction(t, readContext)
+	compose := startFunction(t, &composeFromEnv)
+	read := startFunction(t, &readContext)
 	slow := compose
 	slow.Timeout = 500 * time.Millisecond
 	c := NewClient(StaticResolver{
@@ -467,4 +467,3 @@ func TestCacheWithTestFunctions(t *testing.T) {
 		t.Errorf("run after the 1m TTL: want 3 more calls, got %d in all", got)
 	}
 }
-
