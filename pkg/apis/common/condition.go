@@ -76,7 +76,7 @@ func (c Condition) WithObservedGeneration(gen int64) Condition {
 type ConditionedStatus struct {
 	// Conditions of the resource.
 	// +listType=map
-	// +listMapKeys=type
+	// +listMapKey=type
 	// +optional
 	Conditions []Condition `json:"conditions,omitempty"`
 }

@@ -293,7 +293,7 @@ type CompositeResourceDefinitionStatus struct {
 	// Controllers represents the status of the controllers that power this
 	// composite resource definition.
 	// +optional
-	Controllers CompositeResourceDefinitionControllerStatus `json:"controllers,omitempty"`
+	Controllers CompositeResourceDefinitionControllerStatus `json:"controllers,omitzero"`
 }
 
 // CompositeResourceDefinitionControllerStatus shows the observed state of the
@@ -305,7 +305,7 @@ type CompositeResourceDefinitionControllerStatus struct {
 	// version. Note that clients may interact with any served type; this is
 	// simply the type that Loom interacts with.
 	// +optional
-	CompositeResourceTypeRef TypeReference `json:"compositeResourceType,omitempty"`
+	CompositeResourceTypeRef TypeReference `json:"compositeResourceType,omitzero"`
 
 	// The CompositeResourceClaimTypeRef is the type of composite resource
 	// claim that Loom is currently reconciling for this definition. Its
@@ -313,7 +313,7 @@ type CompositeResourceDefinitionControllerStatus struct {
 	// referenceable version. Note that clients may interact with any served
 	// type; this is simply the type that Loom interacts with.
 	// +optional
-	CompositeResourceClaimTypeRef TypeReference `json:"compositeResourceClaimType,omitempty"`
+	CompositeResourceClaimTypeRef TypeReference `json:"compositeResourceClaimType,omitzero"`
 }
 
 // A CompositeResourceDefinition defines the schema for a new custom
