@@ -15,7 +15,8 @@
 //     for a request with the same tag while the response's TTL lasts.
 //   - Executor runs a pipeline: Run(ctx, steps, observed) returns the
 //     desired state, results, conditions, the pipeline TTL and the watch
-//     requests, or a *StepError naming the failed step.
+//     requests, or a *StepError naming the failed step. StepsFromPipeline
+//     converts a Composition's spec.pipeline into Steps.
 //
 // A renderer wires them as:
 //
@@ -73,10 +74,12 @@
 //	}}
 //
 // The requirement is fetched like any other (the function finds the result
-// under the same name) and is also returned in Outcome.Watches: the renderer
-// records them on the XR's status.watchedResourceRefs and in the watcher's
-// key-value bucket (package watchreq), so a change of a matching resource
-// renders the XR again. Only requirements the step was allowed to make (and
+// under the same name) and is also returned in Outcome.Watches, with its
+// selector and the resources it matched: the renderer records the matched
+// resources on the XR's status.watchedResourceRefs (Watch.Refs) and the
+// selector in the watcher's key-value bucket (Watch.Request, package
+// watchreq), so a change of a matching resource, or a new one, renders the XR
+// again. Only requirements the step was allowed to make (and
 // that were therefore fetched) become watches; a failing step still returns
 // the watches of its earlier calls, so an XR waiting for a missing resource
 // recovers when it appears. The name is opaque to Crossplane, so such a

@@ -208,7 +208,10 @@ func TestRunWithTestFunctions(t *testing.T) {
 				calls:      []int{2},
 				results:    []Result{composeResult(1, 2)},
 				conditions: []Condition{found(2)},
-				watches:    []Watch{{Step: "compose", Requirement: "loom.dev/watch/environment", Selector: envSel}},
+				watches: []Watch{{Step: "compose", Requirement: "loom.dev/watch/environment", Selector: envSel, Matched: []ObjectRef{
+					{APIVersion: "apiextensions.crossplane.io/v1beta1", Kind: "EnvironmentConfig", Name: "a"},
+					{APIVersion: "apiextensions.crossplane.io/v1beta1", Kind: "EnvironmentConfig", Name: "b"},
+				}}},
 				fetched:    []Selector{envSel},
 				ttl:        time.Minute,
 			},

@@ -227,8 +227,20 @@ type Watch struct {
 	Step string
 	// Requirement is the requirement's full name (WatchPrefix included).
 	Requirement string
-	// Selector is what to watch.
+	// Selector is what to watch. Watching the selector (not only Matched)
+	// also catches resources that start to match later.
 	Selector Selector
+	// Matched are the resources the requirement matched when it was last
+	// fetched, sorted by namespace and name.
+	Matched []ObjectRef
+}
+
+// ObjectRef names one Kubernetes object.
+type ObjectRef struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
 }
 
 // satisfy checks a response's requirements against the step's policy, fetches
@@ -272,7 +284,7 @@ func (e *Executor) satisfy(ctx context.Context, s Step, pol *policy, reqs *fnv1.
 		}
 		(*m)[r.name] = items
 		if strings.HasPrefix(r.name, WatchPrefix) {
-			watches = append(watches, Watch{Step: s.Name, Requirement: r.name, Selector: r.sel})
+			watches = append(watches, Watch{Step: s.Name, Requirement: r.name, Selector: r.sel, Matched: refs(r.sel, items)})
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(reqs.GetSchemas())) {
@@ -333,4 +345,16 @@ func namespacedName(o map[string]any) (string, string) {
 	ns, _ := md["namespace"].(string)
 	n, _ := md["name"].(string)
 	return ns, n
+}
+
+// refs names the fetched resources.
+func refs(s Selector, items *fnv1.Resources) []ObjectRef {
+	var out []ObjectRef
+	for _, it := range items.GetItems() {
+		o := it.GetResource().AsMap()
+		ref := ObjectRef{APIVersion: s.APIVersion, Kind: s.Kind}
+		ref.Namespace, ref.Name = namespacedName(o)
+		out = append(out, ref)
+	}
+	return out
 }
