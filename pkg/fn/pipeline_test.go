@@ -212,8 +212,8 @@ func TestRunWithTestFunctions(t *testing.T) {
 					{APIVersion: "apiextensions.crossplane.io/v1beta1", Kind: "EnvironmentConfig", Name: "a"},
 					{APIVersion: "apiextensions.crossplane.io/v1beta1", Kind: "EnvironmentConfig", Name: "b"},
 				}}},
-				fetched:    []Selector{envSel},
-				ttl:        time.Minute,
+				fetched: []Selector{envSel},
+				ttl:     time.Minute,
 			},
 		},
 		"DeprecatedExtraResources": {
