@@ -1,0 +1,254 @@
+// Package object is the watcher's trimmed view of API objects: the informer
+// transforms that strip everything the watcher does not read before an object
+// is cached, and the accessors that read what is left.
+//
+// The watcher caches every object it watches, so what it keeps decides its
+// memory. It keeps object metadata (minus annotations, managed fields,
+// finalizers and owner references other than the controller) and, only for the
+// kinds that need them, a handful of spec fields:
+//
+//   - CompositeResourceDefinitions: spec.group, spec.names.kind,
+//     spec.claimNames.kind and spec.versions[].{name,referenceable,served};
+//   - CustomResourceDefinitions: spec.group, spec.names.{kind,plural},
+//     spec.scope, spec.versions[].{name,served} and status.conditions[].{type,status};
+//   - Compositions: the apiVersion and kind of every template's base, in
+//     spec.resources[] and in spec.pipeline[].input.resources[] (the input of
+//     function-patch-and-transform);
+//   - XRs: spec.claimRef and the apiVersion and kind of spec.resourceRefs[]
+//     (also under spec.crossplane, where Crossplane's modern XRs keep them);
+//   - claims: spec.resourceRef.
+package object
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Well-known labels.
+const (
+	// LabelComposite is set on every composed resource; its value names the
+	// root XR.
+	LabelComposite = "crossplane.io/composite"
+)
+
+// Shape says which spec fields of an object the watcher keeps. Shapes combine
+// with |.
+type Shape uint8
+
+// Shapes of the kinds whose spec the watcher reads.
+const (
+	ShapeXRD Shape = 1 << iota
+	ShapeCRD
+	ShapeComposition
+	ShapeXR
+	ShapeClaim
+)
+
+// fields is a tree of kept field names. A nil subtree keeps the whole value.
+// Lists are walked element by element with the same subtree.
+type fields map[string]fields
+
+var (
+	metadataFields = fields{
+		"name": nil, "namespace": nil, "uid": nil, "resourceVersion": nil,
+		"generation": nil, "labels": nil, "deletionTimestamp": nil,
+		"ownerReferences": nil, // filtered to the controller separately
+	}
+	shapeFields = map[Shape]fields{
+		ShapeXRD: {"spec": {
+			"group":      nil,
+			"names":      {"kind": nil},
+			"claimNames": {"kind": nil},
+			"versions":   {"name": nil, "referenceable": nil, "served": nil},
+		}},
+		ShapeCRD: {
+			"spec": {
+				"group":    nil,
+				"names":    {"kind": nil, "plural": nil},
+				"scope":    nil,
+				"versions": {"name": nil, "served": nil},
+			},
+			"status": {"conditions": {"type": nil, "status": nil}},
+		},
+		ShapeComposition: {"spec": {
+			"resources": {"base": {"apiVersion": nil, "kind": nil}},
+			"pipeline":  {"input": {"resources": {"base": {"apiVersion": nil, "kind": nil}}}},
+		}},
+		ShapeXR: {"spec": {
+			"claimRef":     nil,
+			"resourceRefs": {"apiVersion": nil, "kind": nil},
+			"crossplane": {
+				"claimRef":     nil,
+				"resourceRefs": {"apiVersion": nil, "kind": nil},
+			},
+		}},
+		ShapeClaim: {"spec": {"resourceRef": nil}},
+	}
+)
+
+func (s Shape) fields() fields {
+	f := fields{"apiVersion": nil, "kind": nil, "metadata": metadataFields}
+	for sh, sf := range shapeFields {
+		if s&sh != 0 {
+			f = merge(f, sf)
+		}
+	}
+	return f
+}
+
+// merge returns the union of two trees.
+func merge(a, b fields) fields {
+	out := fields{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		av, ok := out[k]
+		switch {
+		case !ok:
+			out[k] = v
+		case av == nil || v == nil:
+			out[k] = nil
+		default:
+			out[k] = merge(av, v)
+		}
+	}
+	return out
+}
+
+// Transform returns an informer transform that keeps what the shape needs of
+// an unstructured object and metadata-only fields of a metadata object. It is
+// idempotent (client-go may hand it an object it already transformed) and
+// leaves other types, such as deletion tombstones, alone.
+func Transform(s Shape) cache.TransformFunc {
+	keep := s.fields()
+	return func(obj any) (any, error) {
+		switch o := obj.(type) {
+		case *unstructured.Unstructured:
+			out := &unstructured.Unstructured{Object: prune(o.Object, keep)}
+			keepController(out)
+			return out, nil
+		case *metav1.PartialObjectMetadata:
+			return stripMetadata(o), nil
+		default:
+			return obj, nil
+		}
+	}
+}
+
+func prune(in map[string]any, keep fields) map[string]any {
+	out := make(map[string]any, len(keep))
+	for k, sub := range keep {
+		v, ok := in[k]
+		if !ok {
+			continue
+		}
+		if sub == nil {
+			out[k] = v
+			continue
+		}
+		switch tv := v.(type) {
+		case map[string]any:
+			out[k] = prune(tv, sub)
+		case []any:
+			l := make([]any, 0, len(tv))
+			for _, e := range tv {
+				if m, ok := e.(map[string]any); ok {
+					l = append(l, prune(m, sub))
+				}
+			}
+			out[k] = l
+		}
+	}
+	return out
+}
+
+func keepController(u *unstructured.Unstructured) {
+	refs := u.GetOwnerReferences()
+	if len(refs) == 0 {
+		return
+	}
+	if c := controllerOf(refs); c != nil {
+		u.SetOwnerReferences([]metav1.OwnerReference{*c})
+		return
+	}
+	u.SetOwnerReferences(nil)
+}
+
+func stripMetadata(in *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	out := &metav1.PartialObjectMetadata{TypeMeta: in.TypeMeta}
+	out.Name = in.Name
+	out.Namespace = in.Namespace
+	out.UID = in.UID
+	out.ResourceVersion = in.ResourceVersion
+	out.Generation = in.Generation
+	out.Labels = in.Labels
+	out.DeletionTimestamp = in.DeletionTimestamp
+	if c := controllerOf(in.OwnerReferences); c != nil {
+		out.OwnerReferences = []metav1.OwnerReference{*c}
+	}
+	return out
+}
+
+func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
+	for i := range refs {
+		if refs[i].Controller != nil && *refs[i].Controller {
+			return &refs[i]
+		}
+	}
+	return nil
+}
+
+// Meta is what the watcher knows of any object it caches.
+type Meta struct {
+	GVK             schema.GroupVersionKind
+	Namespace       string
+	Name            string
+	UID             types.UID
+	ResourceVersion string
+	Generation      int64
+	Labels          map[string]string
+	// Controller is the controller owner reference, if any.
+	Controller *metav1.OwnerReference
+	// Deleting is true once the object has a deletion timestamp.
+	Deleting bool
+}
+
+// MetaOf returns the metadata of a cached object, unwrapping a deletion
+// tombstone. The object's kind is gvk: metadata-only objects do not carry
+// their own.
+func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return Meta{}, fmt.Errorf("cannot read metadata of %T", obj)
+	}
+	return Meta{
+		GVK:             gvk,
+		Namespace:       o.GetNamespace(),
+		Name:            o.GetName(),
+		UID:             o.GetUID(),
+		ResourceVersion: o.GetResourceVersion(),
+		Generation:      o.GetGeneration(),
+		Labels:          o.GetLabels(),
+		Controller:      controllerOf(o.GetOwnerReferences()),
+		Deleting:        o.GetDeletionTimestamp() != nil,
+	}, nil
+}
+
+// Unstructured returns the cached unstructured object, unwrapping a deletion
+// tombstone, or nil when obj is not one.
+func Unstructured(obj any) *unstructured.Unstructured {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}

@@ -1,0 +1,412 @@
+package object
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+)
+
+func parse(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatalf("cannot parse test object: %v", err)
+	}
+	return u
+}
+
+const metadataIn = `
+  name: x
+  uid: u1
+  resourceVersion: "7"
+  generation: 3
+  labels: {crossplane.io/composite: x}
+  annotations: {kubectl.kubernetes.io/last-applied-configuration: "{...}"}
+  finalizers: [composite.apiextensions.crossplane.io]
+  managedFields: [{manager: kubectl}]
+  ownerReferences:
+  - {apiVersion: example.org/v1, kind: XParent, name: p, uid: p1, controller: true}
+  - {apiVersion: v1, kind: ConfigMap, name: other, uid: o1}
+`
+
+const metadataOut = `
+  name: x
+  uid: u1
+  resourceVersion: "7"
+  generation: 3
+  labels: {crossplane.io/composite: x}
+  ownerReferences:
+  - {apiVersion: example.org/v1, kind: XParent, name: p, uid: p1, controller: true}
+`
+
+func TestTransformUnstructured(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		shape  Shape
+		in     string
+		want   string
+	}{
+		"MetadataOnly": {
+			reason: "Without a shape only apiVersion, kind and trimmed metadata remain.",
+			in:     "apiVersion: v1\nkind: ConfigMap\nmetadata:" + metadataIn + "data: {a: b}\n",
+			want:   "apiVersion: v1\nkind: ConfigMap\nmetadata:" + metadataOut,
+		},
+		"XR": {
+			reason: "An XR keeps its claimRef and the kinds of its resourceRefs.",
+			shape:  ShapeXR,
+			in: "apiVersion: example.org/v1\nkind: XDatabase\nmetadata:" + metadataIn + `spec:
+  size: large
+  compositionRef: {name: c}
+  claimRef: {apiVersion: example.org/v1, kind: Database, namespace: ns, name: db}
+  resourceRefs:
+  - {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: a}
+status: {conditions: [{type: Ready, status: "True"}]}
+`,
+			want: "apiVersion: example.org/v1\nkind: XDatabase\nmetadata:" + metadataOut + `spec:
+  claimRef: {apiVersion: example.org/v1, kind: Database, namespace: ns, name: db}
+  resourceRefs:
+  - {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+`,
+		},
+		"ModernXR": {
+			reason: "A modern XR keeps the same fields under spec.crossplane.",
+			shape:  ShapeXR,
+			in: `apiVersion: example.org/v2
+kind: XDatabase
+metadata: {name: x, namespace: ns}
+spec:
+  crossplane:
+    compositionRef: {name: c}
+    resourceRefs: [{apiVersion: v1, kind: ConfigMap, name: a}]
+`,
+			want: `apiVersion: example.org/v2
+kind: XDatabase
+metadata: {name: x, namespace: ns}
+spec:
+  crossplane:
+    resourceRefs: [{apiVersion: v1, kind: ConfigMap}]
+`,
+		},
+		"Composition": {
+			reason: "A Composition keeps only the apiVersion and kind of its templates' bases.",
+			shape:  ShapeComposition,
+			in: `apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: c}
+spec:
+  compositeTypeRef: {apiVersion: example.org/v1, kind: XDatabase}
+  resources:
+  - name: a
+    base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, spec: {forProvider: {}}}
+    patches: [{type: FromCompositeFieldPath}]
+  pipeline:
+  - step: pt
+    functionRef: {name: fn}
+    input:
+      apiVersion: pt.fn.crossplane.io/v1beta1
+      resources:
+      - {name: b, base: {apiVersion: v1, kind: ConfigMap, data: {}}}
+`,
+			want: `apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: c}
+spec:
+  resources:
+  - base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+  pipeline:
+  - input:
+      resources:
+      - base: {apiVersion: v1, kind: ConfigMap}
+`,
+		},
+		"UnionOfShapes": {
+			reason: "Shapes combine: an XR that is also a claim-like kind keeps both sets of fields.",
+			shape:  ShapeXR | ShapeClaim,
+			in: `apiVersion: example.org/v1
+kind: Odd
+metadata: {name: x}
+spec: {resourceRef: {name: r}, claimRef: {name: c}, other: 1}
+`,
+			want: `apiVersion: example.org/v1
+kind: Odd
+metadata: {name: x}
+spec: {resourceRef: {name: r}, claimRef: {name: c}}
+`,
+		},
+		"NoController": {
+			reason: "Owner references without a controller are dropped.",
+			in: `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: x
+  ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: other, uid: o1}]
+`,
+			want: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tf := Transform(tc.shape)
+			got, err := tf(parse(t, tc.in))
+			if err != nil {
+				t.Fatalf("Transform(): %v", err)
+			}
+			want := parse(t, tc.want)
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nTransform(): -want, +got:\n%s", tc.reason, diff)
+			}
+			again, err := tf(got)
+			if err != nil {
+				t.Fatalf("Transform() again: %v", err)
+			}
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("%s\nTransform() is not idempotent: -once, +twice:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestTransformMetadata(t *testing.T) {
+	yes, no := true, false
+	now := metav1.Now()
+	in := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "x", Namespace: "ns", UID: "u1", ResourceVersion: "7", Generation: 2,
+			Labels:            map[string]string{"crossplane.io/composite": "p"},
+			Annotations:       map[string]string{"big": "value"},
+			Finalizers:        []string{"f"},
+			ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+			DeletionTimestamp: &now,
+			OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: "v1", Kind: "ConfigMap", Name: "o", UID: "o1", Controller: &no},
+				{APIVersion: "example.org/v1", Kind: "XParent", Name: "p", UID: "p1", Controller: &yes},
+			},
+		},
+	}
+	want := &metav1.PartialObjectMetadata{
+		TypeMeta: in.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "x", Namespace: "ns", UID: "u1", ResourceVersion: "7", Generation: 2,
+			Labels:            map[string]string{"crossplane.io/composite": "p"},
+			DeletionTimestamp: &now,
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "example.org/v1", Kind: "XParent", Name: "p", UID: "p1", Controller: &yes}},
+		},
+	}
+	tf := Transform(0)
+	got, err := tf(in)
+	if err != nil {
+		t.Fatalf("Transform(): %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Transform(): -want, +got:\n%s", diff)
+	}
+	again, _ := tf(got)
+	if diff := cmp.Diff(got, again); diff != "" {
+		t.Errorf("Transform() is not idempotent: -once, +twice:\n%s", diff)
+	}
+
+	// Tombstones pass through.
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/x", Obj: want}
+	if got, _ := tf(tomb); got != any(tomb) {
+		t.Errorf("Transform(tombstone): want it unchanged, got %v", got)
+	}
+}
+
+func TestMetaOf(t *testing.T) {
+	yes := true
+	gvk := schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}
+	pom := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: "x", UID: "u1", ResourceVersion: "7", Generation: 2, Labels: map[string]string{"a": "b"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.org/v1", Kind: "XParent", Name: "p", UID: "p1", Controller: &yes}},
+	}}
+	want := Meta{
+		GVK: gvk, Name: "x", UID: "u1", ResourceVersion: "7", Generation: 2, Labels: map[string]string{"a": "b"},
+		Controller: &metav1.OwnerReference{APIVersion: "example.org/v1", Kind: "XParent", Name: "p", UID: "p1", Controller: &yes},
+	}
+	for name, obj := range map[string]any{
+		"Object":    pom,
+		"Tombstone": cache.DeletedFinalStateUnknown{Key: "x", Obj: pom},
+	} {
+		got, err := MetaOf(gvk, obj)
+		if err != nil {
+			t.Fatalf("%s: MetaOf(): %v", name, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: MetaOf(): -want, +got:\n%s", name, diff)
+		}
+	}
+	if _, err := MetaOf(gvk, "not an object"); err == nil {
+		t.Error("MetaOf(string): want error, got nil")
+	}
+}
+
+func TestClaimRef(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		in     string
+		want   *Reference
+	}{
+		"Legacy": {
+			reason: "A legacy XR's claimRef is under spec.",
+			in:     "spec: {claimRef: {apiVersion: example.org/v1, kind: Database, namespace: ns, name: db}}",
+			want:   &Reference{APIVersion: "example.org/v1", Kind: "Database", Namespace: "ns", Name: "db"},
+		},
+		"Modern": {
+			reason: "A modern XR's claimRef is under spec.crossplane.",
+			in:     "spec: {crossplane: {claimRef: {apiVersion: example.org/v1, kind: Database, namespace: ns, name: db}}}",
+			want:   &Reference{APIVersion: "example.org/v1", Kind: "Database", Namespace: "ns", Name: "db"},
+		},
+		"None":       {reason: "An unclaimed XR has no claimRef.", in: "spec: {}"},
+		"Incomplete": {reason: "A claimRef without a name names nothing.", in: "spec: {claimRef: {kind: Database}}"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, ClaimRef(parse(t, tc.in))); diff != "" {
+				t.Errorf("%s\nClaimRef(): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestKinds(t *testing.T) {
+	nop := schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	cases := map[string]struct {
+		reason string
+		read   func(*unstructured.Unstructured) []schema.GroupVersionKind
+		in     string
+		want   []schema.GroupVersionKind
+	}{
+		"ResourceRefs": {
+			reason: "An XR's resourceRefs name kinds, sorted, without duplicates or malformed entries.",
+			read:   ResourceKinds,
+			in: `spec:
+  resourceRefs:
+  - {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: a}
+  - {apiVersion: v1, kind: ConfigMap, name: b}
+  - {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: c}
+  - {apiVersion: "a/b/c", kind: Bad}
+  - {kind: NoVersion}
+  crossplane:
+    resourceRefs: [{apiVersion: v1, kind: ConfigMap}]
+`,
+			want: []schema.GroupVersionKind{cm, nop},
+		},
+		"NoResourceRefs": {
+			reason: "An XR that composed nothing names no kinds.",
+			read:   ResourceKinds,
+			in:     "spec: {}",
+		},
+		"Templates": {
+			reason: "A Composition's templates and P&T pipeline inputs name kinds; templates without a base are skipped.",
+			read:   TemplateKinds,
+			in: `spec:
+  resources:
+  - {name: a, base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}}
+  - {name: b}
+  pipeline:
+  - {step: s1, input: {resources: [{name: c, base: {apiVersion: v1, kind: ConfigMap}}]}}
+  - {step: s2, input: {apiVersion: other/v1, kind: Input}}
+  - {step: s3}
+`,
+			want: []schema.GroupVersionKind{cm, nop},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.read(parse(t, tc.in)), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestDefinitionOf(t *testing.T) {
+	v := func(version, kind string) *schema.GroupVersionKind {
+		return &schema.GroupVersionKind{Group: "example.org", Version: version, Kind: kind}
+	}
+	cases := map[string]struct {
+		reason  string
+		in      string
+		want    Definition
+		wantErr bool
+	}{
+		"Referenceable": {
+			reason: "The XR and claim kinds are at the referenceable version.",
+			in: `spec:
+  group: example.org
+  names: {kind: XDatabase}
+  claimNames: {kind: Database}
+  versions: [{name: v1alpha1, served: true}, {name: v1, served: true, referenceable: true}]
+`,
+			want: Definition{XR: *v("v1", "XDatabase"), Claim: v("v1", "Database")},
+		},
+		"NoClaims": {
+			reason: "Without claimNames there is no claim kind; without a referenceable version the first served one is used.",
+			in: `spec:
+  group: example.org
+  names: {kind: XDatabase}
+  versions: [{name: v2, served: false}, {name: v1, served: true}]
+`,
+			want: Definition{XR: *v("v1", "XDatabase")},
+		},
+		"NoVersions": {
+			reason:  "An XRD without versions defines nothing.",
+			in:      "spec: {group: example.org, names: {kind: XDatabase}}",
+			wantErr: true,
+		},
+		"NoGroup": {
+			reason:  "An XRD without a group defines nothing.",
+			in:      "spec: {names: {kind: XDatabase}, versions: [{name: v1}]}",
+			wantErr: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := DefinitionOf(parse(t, tc.in))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("%s\nDefinitionOf(): want error %v, got %v", tc.reason, tc.wantErr, err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nDefinitionOf(): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestCRDOf(t *testing.T) {
+	in := `metadata: {name: xdatabases.example.org}
+spec:
+  group: example.org
+  names: {kind: XDatabase, plural: xdatabases}
+  scope: Cluster
+  versions: [{name: v1alpha1, served: false}, {name: v1, served: true}]
+status:
+  conditions: [{type: NamesAccepted, status: "True"}, {type: Established, status: "True"}]
+`
+	got, err := CRDOf(parse(t, in))
+	if err != nil {
+		t.Fatalf("CRDOf(): %v", err)
+	}
+	want := CRD{Group: "example.org", Kind: "XDatabase", Plural: "xdatabases", Served: []string{"v1"}, Established: true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CRDOf(): -want, +got:\n%s", diff)
+	}
+	if !got.Serves("v1") || got.Serves("v1alpha1") {
+		t.Errorf("Serves(): want v1 served and v1alpha1 not")
+	}
+	got.Established = false
+	if got.Serves("v1") {
+		t.Errorf("Serves(): a CRD that is not established serves nothing")
+	}
+	if _, err := CRDOf(parse(t, "metadata: {name: broken}\nspec: {group: g}")); err == nil {
+		t.Error("CRDOf(broken): want error, got nil")
+	}
+}

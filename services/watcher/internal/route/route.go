@@ -1,0 +1,219 @@
+// Package route decides which services must react to a change of an object,
+// and which object each of them reconciles because of it (the target). It is
+// pure: the caller supplies the object as the watcher caches it, the roles its
+// kind plays, and lookups into the watcher's caches.
+//
+// The routing table:
+//
+//	object (role)                 service   target
+//	XRD                           renderer  the XRD
+//	CRD controlled by an XRD      renderer  the controlling XRD
+//	Composition                   renderer  the Composition
+//	CompositionRevision           renderer  the controlling Composition
+//	EnvironmentConfig             renderer  the EnvironmentConfig
+//	Function (loom.dev)           renderer  the Function
+//	ReferenceRule (loom.dev)      binder    the ReferenceRule
+//	XR                            renderer  the XR
+//	                              secrets   the XR
+//	                              binder    the XR
+//	                              binder    its claim (spec.claimRef, if cached)
+//	claim                         binder    the claim
+//	                              secrets   the claim
+//	composed resource (labelled   renderer  the controlling XR
+//	crossplane.io/composite, with binder    the controlling XR
+//	a controller reference)       secrets   the controlling XR
+//	watched on request of XRs     renderer  each requesting XR
+//
+// A kind may play several roles (an XR composed by another XR is both an XR
+// and a composed resource); its deliveries are the union, one per service and
+// target.
+package route
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loomxr/loom/services/watcher/internal/object"
+)
+
+// Services that receive events, named as the bus names their streams.
+const (
+	Renderer = "renderer"
+	Binder   = "binder"
+	Secrets  = "secrets"
+)
+
+// Role is a part an object's kind plays for the watcher. Roles combine with |.
+type Role uint16
+
+// Roles.
+const (
+	RoleXRD Role = 1 << iota
+	RoleCRD
+	RoleComposition
+	RoleRevision
+	RoleEnvironmentConfig
+	RoleFunction
+	RoleReferenceRule
+	RoleXR
+	RoleClaim
+	RoleComposed
+	RoleRequested
+)
+
+var roleNames = []string{"XRD", "CRD", "Composition", "CompositionRevision", "EnvironmentConfig", "Function", "ReferenceRule", "XR", "Claim", "Composed", "Requested"}
+
+// Has reports whether r includes all of roles.
+func (r Role) Has(roles Role) bool { return r&roles == roles }
+
+// String lists the roles, for logs.
+func (r Role) String() string {
+	var names []string
+	for i, n := range roleNames {
+		if r&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, "|")
+}
+
+// Target names the object a service reconciles.
+type Target struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+	UID       types.UID
+}
+
+// Delivery says that a service must reconcile a target, and why.
+type Delivery struct {
+	Service string
+	Target  Target
+	Reason  string
+}
+
+// Object is a changed object as the watcher caches it.
+type Object struct {
+	object.Meta
+	// ClaimRef is the claim an XR is bound to, if any.
+	ClaimRef *object.Reference
+}
+
+// Self returns the object as a target.
+func (o Object) Self() Target {
+	return Target{GVK: o.GVK, Namespace: o.Namespace, Name: o.Name, UID: o.UID}
+}
+
+// Lookup reads the watcher's caches. Implementations must be safe to call
+// concurrently.
+type Lookup interface {
+	// Claim returns the cached claim of the given group, kind, namespace and
+	// name.
+	Claim(gk schema.GroupKind, namespace, name string) (Target, bool)
+	// XR returns the cached XR with the given UID.
+	XR(uid types.UID) (Target, bool)
+	// Requesters returns the UIDs of the XRs that asked to watch the object.
+	Requesters(o object.Meta) []types.UID
+}
+
+// Route returns the deliveries a change of o causes, given the roles its kind
+// plays. The result is sorted by service, then target UID, and holds at most
+// one delivery per service and target.
+func Route(o Object, roles Role, l Lookup) []Delivery {
+	var ds []Delivery
+	add := func(reason string, t Target, services ...string) {
+		for _, s := range services {
+			ds = append(ds, Delivery{Service: s, Target: t, Reason: reason})
+		}
+	}
+	self := o.Self()
+
+	if roles.Has(RoleXRD) {
+		add("definition changed", self, Renderer)
+	}
+	if roles.Has(RoleCRD) {
+		if c := o.Controller; c != nil && isKind(c.APIVersion, c.Kind, object.KindXRD.GroupKind()) {
+			add("generated CRD changed", controllerTarget(o, l), Renderer)
+		}
+	}
+	if roles.Has(RoleComposition) {
+		add("composition changed", self, Renderer)
+	}
+	if roles.Has(RoleRevision) {
+		if c := o.Controller; c != nil && isKind(c.APIVersion, c.Kind, object.KindComposition.GroupKind()) {
+			add("composition revision changed", controllerTarget(o, l), Renderer)
+		}
+	}
+	if roles.Has(RoleEnvironmentConfig) {
+		add("environment config changed", self, Renderer)
+	}
+	if roles.Has(RoleFunction) {
+		add("function changed", self, Renderer)
+	}
+	if roles.Has(RoleReferenceRule) {
+		add("reference rule changed", self, Binder)
+	}
+	if roles.Has(RoleXR) {
+		add("composite resource changed", self, Renderer, Secrets, Binder)
+		if r := o.ClaimRef; r != nil {
+			if claim, ok := l.Claim(r.GroupKind(), r.Namespace, r.Name); ok {
+				add("bound composite resource changed", claim, Binder)
+			}
+		}
+	}
+	if roles.Has(RoleClaim) {
+		add("claim changed", self, Binder, Secrets)
+	}
+	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {
+		add("composed resource changed", controllerTarget(o, l), Renderer, Binder, Secrets)
+	}
+	if roles.Has(RoleRequested) {
+		for _, uid := range l.Requesters(o.Meta) {
+			if xr, ok := l.XR(uid); ok {
+				add("watched resource changed", xr, Renderer)
+			}
+		}
+	}
+	return normalize(ds)
+}
+
+// controllerTarget names the controller of o. The controller's namespace is
+// not in its owner reference; an XR's comes from the cache, and any other
+// controller is taken to be cluster scoped (XRDs and Compositions are).
+func controllerTarget(o Object, l Lookup) Target {
+	c := o.Controller
+	if xr, ok := l.XR(c.UID); ok {
+		return xr
+	}
+	gv, _ := schema.ParseGroupVersion(c.APIVersion)
+	return Target{GVK: gv.WithKind(c.Kind), Name: c.Name, UID: c.UID}
+}
+
+func isKind(apiVersion, kind string, gk schema.GroupKind) bool {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	return err == nil && gv.Group == gk.Group && kind == gk.Kind
+}
+
+func hasLabel(l map[string]string, k string) bool {
+	_, ok := l[k]
+	return ok
+}
+
+// normalize sorts deliveries and keeps the first of each service and target.
+func normalize(ds []Delivery) []Delivery {
+	if len(ds) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(ds, func(a, b Delivery) int {
+		if c := strings.Compare(a.Service, b.Service); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.Target.UID), string(b.Target.UID))
+	})
+	return slices.CompactFunc(ds, func(a, b Delivery) bool {
+		return a.Service == b.Service && a.Target.UID == b.Target.UID
+	})
+}

@@ -1,0 +1,287 @@
+package route
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loomxr/loom/services/watcher/internal/object"
+)
+
+// caches is a Lookup over fixed maps.
+type caches struct {
+	claims     map[string]Target // "group/kind/namespace/name"
+	xrs        map[types.UID]Target
+	requesters map[types.UID][]types.UID // object UID -> XR UIDs
+}
+
+func (c caches) Claim(gk schema.GroupKind, namespace, name string) (Target, bool) {
+	t, ok := c.claims[gk.Group+"/"+gk.Kind+"/"+namespace+"/"+name]
+	return t, ok
+}
+
+func (c caches) XR(uid types.UID) (Target, bool) {
+	t, ok := c.xrs[uid]
+	return t, ok
+}
+
+func (c caches) Requesters(o object.Meta) []types.UID { return c.requesters[o.UID] }
+
+var (
+	gvkXRD      = object.KindXRD
+	gvkCRD      = object.KindCRD
+	gvkComp     = object.KindComposition
+	gvkRev      = object.KindRevision
+	gvkEnv      = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1beta1", Kind: "EnvironmentConfig"}
+	gvkFn       = object.KindFunction
+	gvkRule     = object.KindReferenceRule
+	gvkXR       = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "XDatabase"}
+	gvkClaim    = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Database"}
+	gvkNop      = schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}
+	gvkCM       = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	xr          = Target{GVK: gvkXR, Name: "db-x7k2p", UID: "xr-uid"}
+	claim       = Target{GVK: gvkClaim, Namespace: "team-a", Name: "db", UID: "claim-uid"}
+	unboundXR   = Target{GVK: gvkXR, Name: "lonely", UID: "xr2-uid"}
+	nsXR        = Target{GVK: gvkXR, Namespace: "team-b", Name: "ns-xr", UID: "xr3-uid"}
+	composition = Target{GVK: gvkComp, Name: "db-aws", UID: "comp-uid"}
+	xrd         = Target{GVK: gvkXRD, Name: "xdatabases.example.org", UID: "xrd-uid"}
+
+	lookup = caches{
+		claims: map[string]Target{"example.org/Database/team-a/db": claim},
+		xrs:    map[types.UID]Target{xr.UID: xr, unboundXR.UID: unboundXR, nsXR.UID: nsXR},
+		requesters: map[types.UID][]types.UID{
+			"env-uid": {xr.UID, nsXR.UID, "gone-uid"},
+			"nop-uid": {xr.UID},
+		},
+	}
+)
+
+func controller(apiVersion, kind, name string, uid types.UID) *metav1.OwnerReference {
+	t := true
+	return &metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: &t}
+}
+
+func obj(gvk schema.GroupVersionKind, namespace, name string, uid types.UID) Object {
+	return Object{Meta: object.Meta{GVK: gvk, Namespace: namespace, Name: name, UID: uid, ResourceVersion: "1"}}
+}
+
+func with(o Object, f func(*Object)) Object { f(&o); return o }
+
+func TestRoute(t *testing.T) {
+	nop := with(obj(gvkNop, "", "db-x7k2p-bucket", "nop-uid"), func(o *Object) {
+		o.Labels = map[string]string{object.LabelComposite: "db-x7k2p"}
+		o.Controller = controller("example.org/v1alpha1", "XDatabase", "db-x7k2p", xr.UID)
+	})
+	cases := map[string]struct {
+		reason string
+		o      Object
+		roles  Role
+		want   []Delivery
+	}{
+		"XRD": {
+			reason: "An XRD goes to the renderer, targeting itself.",
+			o:      obj(gvkXRD, "", xrd.Name, xrd.UID),
+			roles:  RoleXRD,
+			want:   []Delivery{{Service: Renderer, Target: xrd, Reason: "definition changed"}},
+		},
+		"GeneratedCRD": {
+			reason: "A CRD an XRD controls goes to the renderer, targeting the XRD.",
+			o: with(obj(gvkCRD, "", "xdatabases.example.org", "crd-uid"), func(o *Object) {
+				o.Controller = controller("apiextensions.crossplane.io/v1", "CompositeResourceDefinition", xrd.Name, xrd.UID)
+			}),
+			roles: RoleCRD,
+			want:  []Delivery{{Service: Renderer, Target: xrd, Reason: "generated CRD changed"}},
+		},
+		"OtherCRD": {
+			reason: "A CRD nothing of Loom controls goes nowhere.",
+			o:      obj(gvkCRD, "", "nopresources.nop.crossplane.io", "crd2-uid"),
+			roles:  RoleCRD,
+		},
+		"Composition": {
+			reason: "A Composition goes to the renderer, targeting itself.",
+			o:      obj(gvkComp, "", composition.Name, composition.UID),
+			roles:  RoleComposition,
+			want:   []Delivery{{Service: Renderer, Target: composition, Reason: "composition changed"}},
+		},
+		"Revision": {
+			reason: "A CompositionRevision goes to the renderer, targeting its controlling Composition.",
+			o: with(obj(gvkRev, "", "db-aws-1a2b3c4", "rev-uid"), func(o *Object) {
+				o.Controller = controller("apiextensions.crossplane.io/v1", "Composition", composition.Name, composition.UID)
+			}),
+			roles: RoleRevision,
+			want:  []Delivery{{Service: Renderer, Target: composition, Reason: "composition revision changed"}},
+		},
+		"OrphanRevision": {
+			reason: "A CompositionRevision without a controlling Composition goes nowhere.",
+			o:      obj(gvkRev, "", "db-aws-1a2b3c4", "rev-uid"),
+			roles:  RoleRevision,
+		},
+		"EnvironmentConfig": {
+			reason: "An EnvironmentConfig goes to the renderer, targeting itself.",
+			o:      obj(gvkEnv, "", "prod", "env-uid"),
+			roles:  RoleEnvironmentConfig,
+			want:   []Delivery{{Service: Renderer, Target: Target{GVK: gvkEnv, Name: "prod", UID: "env-uid"}, Reason: "environment config changed"}},
+		},
+		"Function": {
+			reason: "A Function goes to the renderer, targeting itself.",
+			o:      obj(gvkFn, "", "fn-pt", "fn-uid"),
+			roles:  RoleFunction,
+			want:   []Delivery{{Service: Renderer, Target: Target{GVK: gvkFn, Name: "fn-pt", UID: "fn-uid"}, Reason: "function changed"}},
+		},
+		"ReferenceRule": {
+			reason: "A ReferenceRule goes to the binder, targeting itself.",
+			o:      obj(gvkRule, "", "subnetwork", "rule-uid"),
+			roles:  RoleReferenceRule,
+			want:   []Delivery{{Service: Binder, Target: Target{GVK: gvkRule, Name: "subnetwork", UID: "rule-uid"}, Reason: "reference rule changed"}},
+		},
+		"BoundXR": {
+			reason: "A bound XR goes to the renderer, secrets and binder targeting itself, and to the binder targeting its claim.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Binder, Target: xr, Reason: "composite resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"XRBoundToUnknownClaim": {
+			reason: "An XR whose claim is not cached still goes to every service, targeting itself.",
+			o: with(obj(gvkXR, "", unboundXR.Name, unboundXR.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "gone"}
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: unboundXR, Reason: "composite resource changed"},
+				{Service: Renderer, Target: unboundXR, Reason: "composite resource changed"},
+				{Service: Secrets, Target: unboundXR, Reason: "composite resource changed"},
+			},
+		},
+		"Claim": {
+			reason: "A claim goes to the binder and secrets, targeting itself.",
+			o:      obj(gvkClaim, claim.Namespace, claim.Name, claim.UID),
+			roles:  RoleClaim,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "claim changed"},
+				{Service: Secrets, Target: claim, Reason: "claim changed"},
+			},
+		},
+		"Composed": {
+			reason: "A composed resource goes to the renderer, binder and secrets, targeting its controlling XR.",
+			o:      nop,
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedByUncachedXR": {
+			reason: "A composed resource whose XR is not cached targets the XR its controller reference names.",
+			o: with(nop, func(o *Object) {
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", "gone", "gone-uid")
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: Target{GVK: gvkXR, Name: "gone", UID: "gone-uid"}, Reason: "composed resource changed"},
+				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "gone", UID: "gone-uid"}, Reason: "composed resource changed"},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "gone", UID: "gone-uid"}, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedInNamespace": {
+			reason: "A composed resource of a namespaced XR targets the XR in its namespace, as cached.",
+			o: with(obj(gvkCM, "team-b", "cfg", "cm-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: nsXR.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", nsXR.Name, nsXR.UID)
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: nsXR, Reason: "composed resource changed"},
+				{Service: Renderer, Target: nsXR, Reason: "composed resource changed"},
+				{Service: Secrets, Target: nsXR, Reason: "composed resource changed"},
+			},
+		},
+		"UnlabelledComposedKind": {
+			reason: "An object of a composed kind without the composite label is not a composed resource.",
+			o: with(nop, func(o *Object) {
+				o.Labels = nil
+			}),
+			roles: RoleComposed,
+		},
+		"ComposedWithoutController": {
+			reason: "A labelled object without a controller reference has no XR to target.",
+			o: with(nop, func(o *Object) {
+				o.Controller = nil
+			}),
+			roles: RoleComposed,
+		},
+		"Requested": {
+			reason: "A watched object goes to the renderer once per requesting XR that is cached.",
+			o:      obj(gvkEnv, "", "prod", "env-uid"),
+			roles:  RoleRequested,
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "watched resource changed"},
+				{Service: Renderer, Target: nsXR, Reason: "watched resource changed"},
+			},
+		},
+		"RequestedEnvironmentConfig": {
+			reason: "An EnvironmentConfig that XRs asked to watch goes to the renderer targeting itself and each requesting XR.",
+			o:      obj(gvkEnv, "", "prod", "env-uid"),
+			roles:  RoleEnvironmentConfig | RoleRequested,
+			want: []Delivery{
+				{Service: Renderer, Target: Target{GVK: gvkEnv, Name: "prod", UID: "env-uid"}, Reason: "environment config changed"},
+				{Service: Renderer, Target: xr, Reason: "watched resource changed"},
+				{Service: Renderer, Target: nsXR, Reason: "watched resource changed"},
+			},
+		},
+		"ComposedAndRequestedBySameXR": {
+			reason: "A composed resource its own XR also asked to watch goes to the renderer once.",
+			o:      nop,
+			roles:  RoleComposed | RoleRequested,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"NestedXR": {
+			reason: "An XR composed by another XR goes to every service for itself and for its parent.",
+			o: with(obj(gvkXR, "", "child", "child-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: xr.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
+			}),
+			roles: RoleXR | RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"NoRoles": {
+			reason: "An object whose kind plays no role goes nowhere.",
+			o:      nop,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Route(tc.o, tc.roles, lookup)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nRoute(): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestRoleString(t *testing.T) {
+	if got, want := (RoleXR | RoleComposed).String(), "XR|Composed"; got != want {
+		t.Errorf("String(): want %q, got %q", want, got)
+	}
+}

@@ -1,0 +1,244 @@
+package watch
+
+import (
+	"context"
+	"reflect"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+	"github.com/loomxr/loom/services/watcher/internal/object"
+	"github.com/loomxr/loom/services/watcher/internal/route"
+)
+
+func (w *Watcher) onAdd(s *source, obj any, initial bool) {
+	if initial && s.known != nil {
+		if m, err := metaAccessor(obj); err == nil && s.known[keyOf(m.GetNamespace(), m.GetName())] == m.GetResourceVersion() {
+			// The source this one replaced published it already.
+			w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, false)
+			return
+		}
+	}
+	w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, true)
+}
+
+func (w *Watcher) onUpdate(s *source, old, obj any) {
+	om, err1 := metaAccessor(old)
+	nm, err2 := metaAccessor(obj)
+	if err1 == nil && err2 == nil && om.GetResourceVersion() == nm.GetResourceVersion() {
+		// A relist found nothing new.
+		return
+	}
+	w.handle(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true)
+}
+
+func (w *Watcher) onDelete(s *source, obj any) {
+	w.handle(s, eventsv1.EventType_EVENT_TYPE_DELETED, obj, true)
+}
+
+// handle records what the watcher learns from a change and, once live and if
+// publish is set, publishes its deliveries.
+func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish bool) {
+	m, err := object.MetaOf(s.gvk, obj)
+	if err != nil {
+		w.log.Error("cannot handle change", "kind", s.gvk.String(), "err", err)
+		return
+	}
+	w.mu.RLock()
+	roles := s.roles
+	w.mu.RUnlock()
+
+	w.observe(s, roles, typ, m, obj)
+
+	if !publish || !w.live.Load() {
+		return
+	}
+	o := route.Object{Meta: m}
+	if roles&route.RoleXR != 0 {
+		if u := object.Unstructured(obj); u != nil {
+			o.ClaimRef = object.ClaimRef(u)
+		}
+	}
+	for _, d := range route.Route(o, roles, lookup{w}) {
+		w.publish(w.ctx, d.Service, newEvent(m, typ, d))
+	}
+}
+
+// observe updates the watcher's state from a change of an object whose kind
+// plays the given roles, and reconciles the sources if the set of kinds to
+// watch may have changed.
+func (w *Watcher) observe(s *source, roles route.Role, typ eventsv1.EventType, m object.Meta, obj any) {
+	if roles&(route.RoleCRD|route.RoleXRD|route.RoleComposition|route.RoleXR) == 0 {
+		return
+	}
+	u := object.Unstructured(obj)
+	if u == nil {
+		return
+	}
+	deleted := typ == eventsv1.EventType_EVENT_TYPE_DELETED
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, running := w.sources[s.gvk]; !running || w.sources[s.gvk] != s {
+		// A stopped or replaced source; its successor reports for it.
+		return
+	}
+	changed := false
+	if roles&route.RoleCRD != 0 {
+		c, err := object.CRDOf(u)
+		switch {
+		case err != nil:
+			w.log.Warn("cannot read CustomResourceDefinition", "name", m.Name, "err", err)
+		case deleted:
+			delete(w.crds, schema.GroupKind{Group: c.Group, Kind: c.Kind})
+			changed = true
+		default:
+			gk := schema.GroupKind{Group: c.Group, Kind: c.Kind}
+			prev, ok := w.crds[gk]
+			w.crds[gk] = c
+			changed = !ok || !reflect.DeepEqual(prev, c)
+		}
+	}
+	if roles&route.RoleXRD != 0 {
+		if deleted {
+			_, changed = w.defs[m.UID]
+			delete(w.defs, m.UID)
+		} else if d, err := object.DefinitionOf(u); err != nil {
+			w.log.Warn("cannot read CompositeResourceDefinition", "name", m.Name, "err", err)
+		} else {
+			prev, ok := w.defs[m.UID]
+			w.defs[m.UID] = d
+			changed = changed || !ok || !reflect.DeepEqual(prev, d)
+		}
+	}
+	if roles&route.RoleComposition != 0 {
+		var kinds []schema.GroupVersionKind
+		if !deleted {
+			kinds = object.TemplateKinds(u)
+		}
+		added, removed := w.composed.Put(compositionSource(m.UID), kinds)
+		changed = changed || len(added)+len(removed) > 0
+	}
+	if roles&route.RoleXR != 0 {
+		var kinds []schema.GroupVersionKind
+		if !deleted {
+			kinds = object.ResourceKinds(u)
+		}
+		added, removed := w.composed.Put(xrSource(m.UID), kinds)
+		changed = changed || len(added)+len(removed) > 0
+	}
+	if changed {
+		w.reconcile()
+	}
+}
+
+// publish publishes an event. A failure asks for an early resync, which
+// publishes the current state again.
+func (w *Watcher) publish(ctx context.Context, service string, ev *eventsv1.Event) {
+	if err := w.pub.Publish(ctx, service, ev); err != nil && ctx.Err() == nil {
+		w.log.Warn("cannot publish event; resyncing soon", "service", service,
+			"target", ev.GetTarget().GetUid(), "object", ev.GetObject().GetUid(), "err", err)
+		w.requestResync()
+	}
+}
+
+// newEvent builds the event of a delivery.
+func newEvent(m object.Meta, typ eventsv1.EventType, d route.Delivery) *eventsv1.Event {
+	ev := &eventsv1.Event{
+		Object:          ref(m.GVK, m.Namespace, m.Name, m.UID),
+		ResourceVersion: m.ResourceVersion,
+		Generation:      m.Generation,
+		Type:            typ,
+		Target:          ref(d.Target.GVK, d.Target.Namespace, d.Target.Name, d.Target.UID),
+		ObservedTime:    timestamppb.Now(),
+		Reason:          d.Reason,
+	}
+	if c := m.Controller; c != nil {
+		gv, _ := schema.ParseGroupVersion(c.APIVersion)
+		ev.Controller = ref(gv.WithKind(c.Kind), "", c.Name, c.UID)
+	}
+	return ev
+}
+
+func ref(gvk schema.GroupVersionKind, namespace, name string, uid types.UID) *eventsv1.ObjectRef {
+	return &eventsv1.ObjectRef{
+		Group:     gvk.Group,
+		Version:   gvk.Version,
+		Kind:      gvk.Kind,
+		Namespace: namespace,
+		Name:      name,
+		Uid:       string(uid),
+	}
+}
+
+// metaAccessor returns the metadata of a cached object or tombstone.
+func metaAccessor(obj any) (metav1.Object, error) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	return meta.Accessor(obj)
+}
+
+// lookup reads the watcher's caches for routing.
+type lookup struct{ w *Watcher }
+
+// sourcesWith returns the running sources whose kind plays role.
+func (l lookup) sourcesWith(role route.Role) []*source {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	var out []*source
+	for _, s := range l.w.sources {
+		if s.roles&role != 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (l lookup) Claim(gk schema.GroupKind, namespace, name string) (route.Target, bool) {
+	for _, s := range l.sourcesWith(route.RoleClaim) {
+		if s.gvk.GroupKind() != gk {
+			continue
+		}
+		obj, ok, err := s.informer.GetStore().GetByKey(keyOf(namespace, name))
+		if err != nil || !ok {
+			continue
+		}
+		if m, err := metaAccessor(obj); err == nil {
+			return route.Target{GVK: s.gvk, Namespace: namespace, Name: name, UID: m.GetUID()}, true
+		}
+	}
+	return route.Target{}, false
+}
+
+func (l lookup) XR(uid types.UID) (route.Target, bool) {
+	for _, s := range l.sourcesWith(route.RoleXR) {
+		objs, err := s.informer.GetIndexer().ByIndex(uidIndex, string(uid))
+		if err != nil || len(objs) == 0 {
+			continue
+		}
+		if m, err := metaAccessor(objs[0]); err == nil {
+			return route.Target{GVK: s.gvk, Namespace: m.GetNamespace(), Name: m.GetName(), UID: uid}, true
+		}
+	}
+	return route.Target{}, false
+}
+
+func (l lookup) Requesters(m object.Meta) []types.UID {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	var out []types.UID
+	for uid, reqs := range l.w.requests[m.GVK] {
+		for _, r := range reqs {
+			if r.Matches(m.Namespace, m.Name, m.Labels) {
+				out = append(out, uid)
+				break
+			}
+		}
+	}
+	return out
+}

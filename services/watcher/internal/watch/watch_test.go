@@ -1,0 +1,622 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"sigs.k8s.io/yaml"
+
+	"github.com/loomxr/loom/pkg/stack"
+	"github.com/loomxr/loom/pkg/watchreq"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+	"github.com/loomxr/loom/services/watcher/internal/object"
+	"github.com/loomxr/loom/services/watcher/internal/route"
+)
+
+// recorder is a Publisher that keeps what it is given. The bus is a true
+// seam: what the watcher publishes, and to whom, is exactly what is tested.
+type recorder struct {
+	mu     sync.Mutex
+	events []published
+}
+
+type published struct {
+	service string
+	ev      *eventsv1.Event
+}
+
+func (r *recorder) Publish(_ context.Context, service string, ev *eventsv1.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, published{service: service, ev: ev})
+	return nil
+}
+
+func (r *recorder) Flush(context.Context) error { return nil }
+
+// since returns the events published from index i on.
+func (r *recorder) since(i int) []published {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]published(nil), r.events[i:]...)
+}
+
+func (r *recorder) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+// want describes a published event; empty fields match anything.
+type want struct {
+	service string
+	typ     eventsv1.EventType
+	object  types.UID
+	target  types.UID
+	rv      string
+	reason  string
+}
+
+func (w want) String() string {
+	return fmt.Sprintf("%s %s object=%s target=%s rv=%s %q", w.service, w.typ, w.object, w.target, w.rv, w.reason)
+}
+
+func (w want) matches(p published) bool {
+	ev := p.ev
+	return (w.service == "" || w.service == p.service) &&
+		(w.typ == 0 || w.typ == ev.GetType()) &&
+		(w.object == "" || string(w.object) == ev.GetObject().GetUid()) &&
+		(w.target == "" || string(w.target) == ev.GetTarget().GetUid()) &&
+		(w.rv == "" || w.rv == ev.GetResourceVersion()) &&
+		(w.reason == "" || w.reason == ev.GetReason())
+}
+
+// expect waits until every wanted event was published at or after index
+// from.
+func (r *recorder) expect(t *testing.T, from int, wants ...want) {
+	t.Helper()
+	poll(t, 30*time.Second, func() error {
+		var missing []string
+		got := r.since(from)
+		for _, w := range wants {
+			found := false
+			for _, p := range got {
+				if w.matches(p) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				missing = append(missing, w.String())
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("events not published:\n  %s\npublished:\n%s", strings.Join(missing, "\n  "), dump(got))
+		}
+		return nil
+	})
+}
+
+func dump(ps []published) string {
+	var sb strings.Builder
+	for _, p := range ps {
+		ev := p.ev
+		fmt.Fprintf(&sb, "  %s %s %s/%s(%s) -> %s/%s(%s) rv=%s %q\n", p.service, ev.GetType(),
+			ev.GetObject().GetKind(), ev.GetObject().GetName(), ev.GetObject().GetUid(),
+			ev.GetTarget().GetKind(), ev.GetTarget().GetName(), ev.GetTarget().GetUid(), ev.GetResourceVersion(), ev.GetReason())
+	}
+	return sb.String()
+}
+
+// poll calls f until it returns nil, failing t with f's last error after
+// timeout.
+func poll(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %v", timeout, err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("test ended: %v", err)
+		case <-tick.C:
+		}
+	}
+}
+
+// startControlPlane runs the local stack without any Loom service: a real
+// kube-apiserver with Loom's CRDs and the test provider's, and NATS.
+func startControlPlane(t *testing.T) *stack.Stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the local control plane; skipped with -short")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := stack.FindRepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := os.Getenv("LOOM_K8S_BIN_DIR")
+	if bins == "" {
+		bins = filepath.Join(root, ".cache", "k8s", stack.KubernetesVersion)
+	}
+	if _, err := os.Stat(filepath.Join(bins, "kube-apiserver")); err != nil {
+		t.Skipf("no control plane binaries in %s (run `make control-plane`)", bins)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var progress io.Writer
+	if testing.Verbose() {
+		progress = os.Stderr
+	}
+	// Schema-less stand-ins for Loom's CRDs keep this test independent of
+	// their schemas; the end-to-end tests use the real ones.
+	crds, err := filepath.Abs(filepath.Join("testdata", "crds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := stack.Start(ctx, stack.Options{StateDir: t.TempDir(), Services: []string{}, CRDDirs: []string{crds}, Log: progress})
+	if err != nil {
+		t.Fatalf("cannot start the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("cannot stop the control plane: %v", err)
+		}
+	})
+	return s
+}
+
+// cluster creates and changes objects as the admin.
+type cluster struct {
+	dyn dynamic.Interface
+}
+
+var (
+	gvrXRD    = schema.GroupVersionResource{Group: "apiextensions.crossplane.io", Version: "v1", Resource: "compositeresourcedefinitions"}
+	gvrComp   = schema.GroupVersionResource{Group: "apiextensions.crossplane.io", Version: "v1", Resource: "compositions"}
+	gvrEnv    = schema.GroupVersionResource{Group: "apiextensions.crossplane.io", Version: "v1beta1", Resource: "environmentconfigs"}
+	gvrCRD    = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	gvrXR     = schema.GroupVersionResource{Group: "watch.test.loom.dev", Version: "v1", Resource: "xwidgets"}
+	gvrClaim  = schema.GroupVersionResource{Group: "watch.test.loom.dev", Version: "v1", Resource: "widgets"}
+	gvrNop    = schema.GroupVersionResource{Group: "nop.crossplane.io", Version: "v1alpha1", Resource: "nopresources"}
+	gvrCM     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	gvrNS     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	gvkXR     = schema.GroupVersionKind{Group: "watch.test.loom.dev", Version: "v1", Kind: "XWidget"}
+	gvkClaim  = schema.GroupVersionKind{Group: "watch.test.loom.dev", Version: "v1", Kind: "Widget"}
+	gvkNop    = schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}
+	gvkCM     = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvkEnvCfg = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1beta1", Kind: "EnvironmentConfig"}
+)
+
+func (c cluster) resource(gvr schema.GroupVersionResource, ns string) dynamic.ResourceInterface {
+	if ns == "" {
+		return c.dyn.Resource(gvr)
+	}
+	return c.dyn.Resource(gvr).Namespace(ns)
+}
+
+func (c cluster) create(t *testing.T, gvr schema.GroupVersionResource, y string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatalf("cannot parse object: %v", err)
+	}
+	out, err := c.resource(gvr, u.GetNamespace()).Create(t.Context(), u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("cannot create %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return out
+}
+
+// label sets a label on an object and returns it as stored.
+func (c cluster) label(t *testing.T, gvr schema.GroupVersionResource, ns, name, k, v string) *unstructured.Unstructured {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, k, v)
+	out, err := c.resource(gvr, ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("cannot label %s %s: %v", gvr.Resource, name, err)
+	}
+	return out
+}
+
+func (c cluster) patch(t *testing.T, gvr schema.GroupVersionResource, ns, name, patch string) *unstructured.Unstructured {
+	t.Helper()
+	out, err := c.resource(gvr, ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("cannot patch %s %s: %v", gvr.Resource, name, err)
+	}
+	return out
+}
+
+func (c cluster) delete(t *testing.T, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	if err := c.resource(gvr, ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("cannot delete %s %s: %v", gvr.Resource, name, err)
+	}
+}
+
+// watching reports the roles of a kind the watcher runs an informer for,
+// and whether it runs one.
+func (w *Watcher) watching(gvk schema.GroupVersionKind) (route.Role, spec, bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	s, ok := w.sources[gvk]
+	if !ok {
+		return 0, spec{}, false
+	}
+	return s.roles, s.spec, s.synced()
+}
+
+func (w *Watcher) expectWatching(t *testing.T, gvk schema.GroupVersionKind, roles route.Role) {
+	t.Helper()
+	poll(t, 30*time.Second, func() error {
+		got, _, synced := w.watching(gvk)
+		if got != roles || !synced {
+			return fmt.Errorf("kind %s: want roles %q synced, got roles %q synced %v", gvk, roles, got, synced)
+		}
+		return nil
+	})
+}
+
+const crdTemplate = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: %[1]s.watch.test.loom.dev}
+spec:
+  group: watch.test.loom.dev
+  names: {kind: %[2]s, plural: %[1]s, listKind: %[2]sList, singular: %[3]s}
+  scope: %[4]s
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+func TestWatcher(t *testing.T) {
+	s := startControlPlane(t)
+	ctx := t.Context()
+	rc := s.RESTConfig()
+	dyn := dynamic.NewForConfigOrDie(rc)
+	md := metadata.NewForConfigOrDie(rc)
+	disc := discovery.NewDiscoveryClientForConfigOrDie(rc)
+	c := cluster{dyn: dyn}
+
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatalf("cannot connect to NATS: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := watchreq.EnsureBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatalf("EnsureBucket(): %v", err)
+	}
+
+	// An XRD exists before the watcher starts; its CRDs do not yet.
+	xrd := c.create(t, gvrXRD, `
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata: {name: xwidgets.watch.test.loom.dev}
+spec:
+  group: watch.test.loom.dev
+  names: {kind: XWidget, plural: xwidgets}
+  claimNames: {kind: Widget, plural: widgets}
+  versions:
+  - name: v1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: string}}}
+`)
+	c.create(t, gvrNS, `{apiVersion: v1, kind: Namespace, metadata: {name: team-a}}`)
+
+	rec := &recorder{}
+	var logs io.Writer = io.Discard
+	if testing.Verbose() {
+		logs = os.Stderr
+	}
+	w := New(dyn, md, disc, rec,
+		WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+		WithWatchRequests(kv),
+		WithResyncPeriod(0),
+		WithSyncTimeout(20*time.Second),
+	)
+	done := make(chan error, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	go func() { done <- w.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run(): %v", err)
+		}
+	})
+
+	t.Run("InitialResync", func(t *testing.T) {
+		poll(t, time.Minute, func() error { return w.Ready(ctx) })
+		rec.expect(t, 0, want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_RESYNC, object: xrd.GetUID(), target: xrd.GetUID()})
+		if _, _, ok := w.watching(gvkXR); ok {
+			t.Errorf("watching %s before its CRD exists", gvkXR)
+		}
+	})
+
+	t.Run("WaitsForCRDs", func(t *testing.T) {
+		c.create(t, gvrCRD, fmt.Sprintf(crdTemplate, "xwidgets", "XWidget", "xwidget", "Cluster"))
+		c.create(t, gvrCRD, fmt.Sprintf(crdTemplate, "widgets", "Widget", "widget", "Namespaced"))
+		w.expectWatching(t, gvkXR, route.RoleXR)
+		w.expectWatching(t, gvkClaim, route.RoleClaim)
+	})
+
+	var claim, xr, nop *unstructured.Unstructured
+	t.Run("ClaimXRAndComposed", func(t *testing.T) {
+		from := rec.len()
+		claim = c.create(t, gvrClaim, `
+apiVersion: watch.test.loom.dev/v1
+kind: Widget
+metadata: {name: w1, namespace: team-a}
+spec: {size: small, resourceRef: {apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w1-abcde}}
+`)
+		xr = c.create(t, gvrXR, `
+apiVersion: watch.test.loom.dev/v1
+kind: XWidget
+metadata: {name: w1-abcde}
+spec:
+  size: small
+  claimRef: {apiVersion: watch.test.loom.dev/v1, kind: Widget, namespace: team-a, name: w1}
+  resourceRefs: [{apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w1-abcde-nop}]
+`)
+		rec.expect(t, from,
+			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: claim.GetUID(), target: claim.GetUID()},
+			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: claim.GetUID(), target: claim.GetUID()},
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: xr.GetUID(), target: xr.GetUID()},
+			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: xr.GetUID(), target: xr.GetUID()},
+			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: xr.GetUID(), target: xr.GetUID()},
+			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: xr.GetUID(), target: claim.GetUID()},
+		)
+		// The XR's resourceRefs name NopResources: they are watched now,
+		// metadata-only and only those labelled as composed.
+		w.expectWatching(t, gvkNop, route.RoleComposed)
+		if _, sp, _ := w.watching(gvkNop); sp.shape != 0 || sp.selector != object.LabelComposite {
+			t.Errorf("NopResources: want a metadata-only watch of %q, got %+v", object.LabelComposite, sp)
+		}
+
+		from = rec.len()
+		unlabelled := c.create(t, gvrNop, `{apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, metadata: {name: w1-unrelated}, spec: {forProvider: {}}}`)
+		nop = c.create(t, gvrNop, fmt.Sprintf(`
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: w1-abcde-nop
+  labels: {crossplane.io/composite: w1-abcde}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w1-abcde, uid: %s, controller: true}]
+spec: {forProvider: {}}
+`, xr.GetUID()))
+		rec.expect(t, from,
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: nop.GetUID(), target: xr.GetUID()},
+			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: nop.GetUID(), target: xr.GetUID()},
+			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: nop.GetUID(), target: xr.GetUID()},
+		)
+		for _, p := range rec.since(from) {
+			if p.ev.GetObject().GetUid() == string(unlabelled.GetUID()) {
+				t.Errorf("published an event for a NopResource that is not composed: %s", dump([]published{p}))
+			}
+		}
+		c.delete(t, gvrNop, "", unlabelled.GetName())
+	})
+
+	t.Run("UpdatesAndDeletes", func(t *testing.T) {
+		from := rec.len()
+		claim = c.label(t, gvrClaim, "team-a", "w1", "step", "update")
+		xr = c.label(t, gvrXR, "", xr.GetName(), "step", "update")
+		nop = c.label(t, gvrNop, "", nop.GetName(), "step", "update")
+		rec.expect(t, from,
+			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, object: claim.GetUID(), target: claim.GetUID(), rv: claim.GetResourceVersion()},
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, object: xr.GetUID(), target: xr.GetUID(), rv: xr.GetResourceVersion()},
+			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, object: xr.GetUID(), target: claim.GetUID(), rv: xr.GetResourceVersion()},
+			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, object: nop.GetUID(), target: xr.GetUID(), rv: nop.GetResourceVersion()},
+		)
+	})
+
+	t.Run("CompositionTemplates", func(t *testing.T) {
+		from := rec.len()
+		comp := c.create(t, gvrComp, `
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: widgets-cm}
+spec:
+  compositeTypeRef: {apiVersion: watch.test.loom.dev/v1, kind: XWidget}
+  mode: Resources
+  resources:
+  - name: cm
+    base: {apiVersion: v1, kind: ConfigMap}
+`)
+		// ConfigMaps are no CRD: the watcher maps them through discovery.
+		w.expectWatching(t, gvkCM, route.RoleComposed)
+		cm := c.create(t, gvrCM, fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: w1-abcde-cm
+  namespace: team-a
+  labels: {crossplane.io/composite: w1-abcde}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w1-abcde, uid: %s, controller: true}]
+`, xr.GetUID()))
+		rec.expect(t, from,
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: cm.GetUID(), target: xr.GetUID(), reason: "composed resource changed"},
+			want{service: route.Renderer, object: comp.GetUID(), target: comp.GetUID()},
+		)
+
+		// Nothing names ConfigMaps once the Composition is gone.
+		c.delete(t, gvrComp, "", comp.GetName())
+		poll(t, 30*time.Second, func() error {
+			if _, _, ok := w.watching(gvkCM); ok {
+				return fmt.Errorf("still watching %s", gvkCM)
+			}
+			return nil
+		})
+		c.delete(t, gvrCM, "team-a", cm.GetName())
+	})
+
+	t.Run("WatchRequests", func(t *testing.T) {
+		env := c.create(t, gvrEnv, `{apiVersion: apiextensions.crossplane.io/v1beta1, kind: EnvironmentConfig, metadata: {name: gold}, data: {a: b}}`)
+		if err := watchreq.Put(ctx, kv, string(xr.GetUID()), []watchreq.Request{
+			{APIVersion: "apiextensions.crossplane.io/v1beta1", Kind: "EnvironmentConfig", MatchLabels: map[string]string{"tier": "gold"}},
+			{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "settings"},
+		}); err != nil {
+			t.Fatalf("Put(): %v", err)
+		}
+		w.expectWatching(t, gvkEnvCfg, route.RoleEnvironmentConfig|route.RoleRequested)
+		w.expectWatching(t, gvkCM, route.RoleRequested)
+
+		from := rec.len()
+		env = c.label(t, gvrEnv, "", env.GetName(), "tier", "gold")
+		cm := c.create(t, gvrCM, `{apiVersion: v1, kind: ConfigMap, metadata: {name: settings, namespace: team-a}}`)
+		other := c.create(t, gvrCM, `{apiVersion: v1, kind: ConfigMap, metadata: {name: other, namespace: team-a}}`)
+		rec.expect(t, from,
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, object: env.GetUID(), target: env.GetUID(), reason: "environment config changed"},
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, object: env.GetUID(), target: xr.GetUID(), reason: "watched resource changed"},
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: cm.GetUID(), target: xr.GetUID(), reason: "watched resource changed"},
+		)
+		for _, p := range rec.since(from) {
+			if p.ev.GetObject().GetUid() == string(other.GetUID()) {
+				t.Errorf("published an event for a ConfigMap nobody asked to watch: %s", dump([]published{p}))
+			}
+		}
+
+		// Dropping the requests stops the ConfigMap watch.
+		if err := watchreq.Delete(ctx, kv, string(xr.GetUID())); err != nil {
+			t.Fatalf("Delete(): %v", err)
+		}
+		poll(t, 30*time.Second, func() error {
+			if _, _, ok := w.watching(gvkCM); ok {
+				return fmt.Errorf("still watching %s", gvkCM)
+			}
+			return nil
+		})
+		w.expectWatching(t, gvkEnvCfg, route.RoleEnvironmentConfig)
+	})
+
+	t.Run("WideningKeepsQuiet", func(t *testing.T) {
+		// A kind watched only as composed (labelled objects only) that is then
+		// requested is watched again without a selector; objects already
+		// published are not published again.
+		before := rec.len()
+		if err := watchreq.Put(ctx, kv, string(xr.GetUID()), []watchreq.Request{
+			{APIVersion: "nop.crossplane.io/v1alpha1", Kind: "NopResource", Name: "w1-abcde-nop"},
+		}); err != nil {
+			t.Fatalf("Put(): %v", err)
+		}
+		w.expectWatching(t, gvkNop, route.RoleComposed|route.RoleRequested)
+		if _, sp, _ := w.watching(gvkNop); sp.selector != "" {
+			t.Errorf("NopResources: want no selector once requested, got %q", sp.selector)
+		}
+		for _, p := range rec.since(before) {
+			if p.ev.GetObject().GetUid() == string(nop.GetUID()) {
+				t.Errorf("re-published an unchanged NopResource after widening its watch: %s", dump([]published{p}))
+			}
+		}
+		if err := watchreq.Delete(ctx, kv, string(xr.GetUID())); err != nil {
+			t.Fatalf("Delete(): %v", err)
+		}
+		w.expectWatching(t, gvkNop, route.RoleComposed)
+	})
+
+	t.Run("Resync", func(t *testing.T) {
+		from := rec.len()
+		if err := w.resync(ctx); err != nil {
+			t.Fatalf("resync(): %v", err)
+		}
+		got := rec.since(from)
+		seen := map[string]int{}
+		for _, p := range got {
+			if p.ev.GetType() != eventsv1.EventType_EVENT_TYPE_RESYNC {
+				continue
+			}
+			seen[p.service+"/"+p.ev.GetTarget().GetUid()]++
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Errorf("resync published %d events for %s; want one per service and target", n, k)
+			}
+		}
+		rec.expect(t, from,
+			// The XR names itself, not its NopResource, for every service.
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_RESYNC, object: xr.GetUID(), target: xr.GetUID()},
+			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_RESYNC, object: xr.GetUID(), target: xr.GetUID()},
+			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_RESYNC, object: claim.GetUID(), target: claim.GetUID()},
+			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_RESYNC, object: claim.GetUID(), target: claim.GetUID()},
+		)
+	})
+
+	t.Run("Deletes", func(t *testing.T) {
+		from := rec.len()
+		c.delete(t, gvrNop, "", nop.GetName())
+		c.delete(t, gvrClaim, "team-a", claim.GetName())
+		c.delete(t, gvrXR, "", xr.GetName())
+		rec.expect(t, from,
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_DELETED, object: nop.GetUID(), target: xr.GetUID()},
+			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_DELETED, object: claim.GetUID(), target: claim.GetUID()},
+			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_DELETED, object: xr.GetUID(), target: xr.GetUID()},
+		)
+		// No XR names NopResources any more.
+		poll(t, 30*time.Second, func() error {
+			if _, _, ok := w.watching(gvkNop); ok {
+				return fmt.Errorf("still watching %s", gvkNop)
+			}
+			return nil
+		})
+	})
+
+	t.Run("XRDGoes", func(t *testing.T) {
+		c.patch(t, gvrXRD, "", xrd.GetName(), `{"metadata":{"labels":{"step":"delete"}}}`)
+		c.delete(t, gvrXRD, "", xrd.GetName())
+		poll(t, 30*time.Second, func() error {
+			for _, gvk := range []schema.GroupVersionKind{gvkXR, gvkClaim} {
+				if _, _, ok := w.watching(gvk); ok {
+					return fmt.Errorf("still watching %s", gvk)
+				}
+			}
+			return nil
+		})
+	})
+}
