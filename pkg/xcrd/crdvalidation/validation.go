@@ -1,8 +1,9 @@
 // Package crdvalidation checks CustomResourceDefinitions, and custom resources
 // against them, offline and the way the API server does: CRD validation on
 // create, then for objects pruning of unknown fields, defaulting, OpenAPI
-// schema validation and CEL rules (x-kubernetes-validations, including
-// transition rules against an old object).
+// schema validation, list-map and list-set invariants, embedded object
+// metadata, and CEL rules (x-kubernetes-validations, including transition
+// rules against an old object).
 //
 // It lets tests prove that generated CRDs load and that manifests fit them
 // without a running API server, and lets tools such as loomctl reject an
@@ -20,6 +21,8 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -110,24 +113,53 @@ type Result struct {
 
 // Validate processes a copy of obj as the API server does on create (old is
 // nil) or update (old is the stored object, for transition rules): prune,
-// default, validate against the schema, evaluate CEL rules.
+// default, validate against the schema, the metadata of embedded resources
+// and the invariants of list-sets and list-maps, then evaluate CEL rules
+// unless an earlier error makes them meaningless.
 func (v *Validator) Validate(ctx context.Context, obj, old map[string]any) Result {
 	o := runtime.DeepCopyJSON(obj)
 	r := Result{Object: o}
 	r.Pruned = pruning.PruneWithOptions(o, v.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 	defaulting.Default(o, v.structural)
 
-	r.Errs = apiservervalidation.ValidateCustomResource(nil, o, v.schema)
-	if v.cel != nil {
-		var oldObj any
-		if old != nil {
-			oo := runtime.DeepCopyJSON(old)
-			pruning.Prune(oo, v.structural, true)
-			defaulting.Default(oo, v.structural)
-			oldObj = oo
-		}
-		errs, _ := v.cel.Validate(ctx, nil, v.structural, o, oldObj, celconfig.RuntimeCELCostBudget)
-		r.Errs = append(r.Errs, errs...)
+	var oldObj map[string]any
+	if old != nil {
+		oldObj = runtime.DeepCopyJSON(old)
+		pruning.Prune(oldObj, v.structural, true)
+		defaulting.Default(oldObj, v.structural)
 	}
+
+	r.Errs = apiservervalidation.ValidateCustomResource(nil, o, v.schema)
+	r.Errs = append(r.Errs, objectmeta.Validate(nil, o, v.structural, false)...)
+	// As on update, list invariants broken already in the old object are
+	// not the new object's fault.
+	if oldObj == nil || len(listtype.ValidateListSetsAndMaps(nil, v.structural, oldObj)) == 0 {
+		r.Errs = append(r.Errs, listtype.ValidateListSetsAndMaps(nil, v.structural, o)...)
+	}
+	if v.cel == nil {
+		return r
+	}
+	if blocking(r.Errs) {
+		r.Errs = append(r.Errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+		return r
+	}
+	var oo any
+	if oldObj != nil {
+		oo = oldObj
+	}
+	errs, _ := v.cel.Validate(ctx, nil, v.structural, o, oo, celconfig.RuntimeCELCostBudget)
+	r.Errs = append(r.Errs, errs...)
 	return r
+}
+
+// blocking reports whether errs stop the API server from evaluating CEL
+// rules: the rules could not make sense of the object.
+func blocking(errs field.ErrorList) bool {
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return true
+		}
+	}
+	return false
 }
