@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -107,73 +108,80 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
 	}
 
-	ports, err := freePorts(4)
-	if err != nil {
-		return err
-	}
-	etcdClient, etcdPeer, apiPort, kcmPort := ports[0], ports[1], ports[2], ports[3]
-
 	// etcd: single member on loopback. fsync is off: the stack is
 	// disposable and the API server's write rate is what we measure.
-	cp.etcdURL = "http://" + hostPort(etcdClient)
-	peerURL := "http://" + hostPort(etcdPeer)
-	cp.etcd, err = s.run(procSpec{
-		Name: "etcd",
-		Path: filepath.Join(s.opts.K8sBinDir, "etcd"),
-		Args: []string{
-			"--name=loom",
-			"--data-dir=" + filepath.Join(s.opts.StateDir, "etcd"),
-			"--listen-client-urls=" + cp.etcdURL,
-			"--advertise-client-urls=" + cp.etcdURL,
-			"--listen-peer-urls=" + peerURL,
-			"--initial-advertise-peer-urls=" + peerURL,
-			"--initial-cluster=loom=" + peerURL,
-			"--listen-metrics-urls=",
-			"--unsafe-no-fsync=true",
-			"--quota-backend-bytes=8589934592",
-			"--log-level=warn",
-		},
+	var etcdPort int
+	_, err = s.startOnFreePorts(ctx, 2, func(ports []int) (*process, error) {
+		etcdPort = ports[0]
+		cp.etcdURL = "http://" + hostPort(ports[0])
+		peerURL := "http://" + hostPort(ports[1])
+		p, err := s.run(procSpec{
+			Name: "etcd",
+			Path: filepath.Join(s.opts.K8sBinDir, "etcd"),
+			Args: []string{
+				"--name=loom",
+				"--data-dir=" + filepath.Join(s.opts.StateDir, "etcd"),
+				"--listen-client-urls=" + cp.etcdURL,
+				"--advertise-client-urls=" + cp.etcdURL,
+				"--listen-peer-urls=" + peerURL,
+				"--initial-advertise-peer-urls=" + peerURL,
+				"--initial-cluster=loom=" + peerURL,
+				"--listen-metrics-urls=",
+				"--unsafe-no-fsync=true",
+				"--quota-backend-bytes=8589934592",
+				"--log-level=warn",
+			},
+		})
+		s.setProcess(&cp.etcd, p)
+		return p, err
+	}, func(ctx context.Context, p *process) error {
+		return s.waitFor(ctx, "etcd", p, func(ctx context.Context) error {
+			return httpOK(ctx, http.DefaultClient, cp.etcdURL+"/health")
+		})
 	})
 	if err != nil {
 		return err
 	}
-	if err := s.waitFor(ctx, "etcd", cp.etcd, func(ctx context.Context) error {
-		return httpOK(ctx, http.DefaultClient, cp.etcdURL+"/health")
-	}); err != nil {
-		return err
-	}
-	s.logf("etcd ready on %s", hostPort(etcdClient))
+	s.logf("etcd ready on %s", hostPort(etcdPort))
 
 	// kube-apiserver: RBAC, client certificates from our CA, and
 	// ServiceAccount token signing so TokenRequest works.
-	cp.apiURL = "https://" + hostPort(apiPort)
-	cp.apiSpec = procSpec{
-		Name: "kube-apiserver",
-		Path: filepath.Join(s.opts.K8sBinDir, "kube-apiserver"),
-		Args: []string{
-			"--etcd-servers=" + cp.etcdURL,
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
-			fmt.Sprintf("--secure-port=%d", apiPort),
-			"--tls-cert-file=" + apiCert,
-			"--tls-private-key-file=" + apiKey,
-			"--client-ca-file=" + caPath,
-			"--authorization-mode=RBAC",
-			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file=" + saPubPath,
-			"--service-account-signing-key-file=" + saKeyPath,
-			"--service-cluster-ip-range=10.0.0.0/24",
-			// The loopback advertise address may not appear in Endpoints,
-			// and nothing in the stack needs the kubernetes Service's.
-			"--endpoint-reconciler-type=none",
-			"--shutdown-watch-termination-grace-period=2s",
-			"--profiling=false",
-		},
-	}
-	if cp.api, err = s.run(cp.apiSpec); err != nil {
-		return err
-	}
-	if err := s.waitAPIServer(ctx); err != nil {
+	var apiPort int
+	_, err = s.startOnFreePorts(ctx, 1, func(ports []int) (*process, error) {
+		apiPort = ports[0]
+		cp.apiURL = "https://" + hostPort(apiPort)
+		cp.apiSpec = procSpec{
+			Name: "kube-apiserver",
+			Path: filepath.Join(s.opts.K8sBinDir, "kube-apiserver"),
+			Args: []string{
+				"--etcd-servers=" + cp.etcdURL,
+				"--bind-address=127.0.0.1",
+				"--advertise-address=127.0.0.1",
+				fmt.Sprintf("--secure-port=%d", apiPort),
+				"--tls-cert-file=" + apiCert,
+				"--tls-private-key-file=" + apiKey,
+				"--client-ca-file=" + caPath,
+				"--authorization-mode=RBAC",
+				"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+				"--service-account-key-file=" + saPubPath,
+				"--service-account-signing-key-file=" + saKeyPath,
+				"--service-cluster-ip-range=10.0.0.0/24",
+				// The loopback advertise address may not appear in
+				// Endpoints, and nothing in the stack needs the kubernetes
+				// Service's.
+				"--endpoint-reconciler-type=none",
+				// Without it a graceful stop waits for every open watch.
+				"--shutdown-watch-termination-grace-period=2s",
+				"--profiling=false",
+			},
+		}
+		p, err := s.run(cp.apiSpec)
+		s.setProcess(&cp.api, p)
+		return p, err
+	}, func(ctx context.Context, _ *process) error {
+		return s.waitAPIServer(ctx)
+	})
+	if err != nil {
 		return err
 	}
 	s.logf("kube-apiserver ready on %s", hostPort(apiPort))
@@ -189,31 +197,36 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 
 	// kube-controller-manager: the controllers a cluster without nodes
 	// needs. Each controller uses its own ServiceAccount, as upstream does.
-	cp.kcmURL = "https://" + hostPort(kcmPort)
-	cp.kcm, err = s.run(procSpec{
-		Name: "kube-controller-manager",
-		Path: filepath.Join(s.opts.K8sBinDir, "kube-controller-manager"),
-		Args: []string{
-			"--kubeconfig=" + kcmKC,
-			"--authentication-kubeconfig=" + kcmKC,
-			"--authorization-kubeconfig=" + kcmKC,
-			"--bind-address=127.0.0.1",
-			fmt.Sprintf("--secure-port=%d", kcmPort),
-			"--tls-cert-file=" + kcmCert,
-			"--tls-private-key-file=" + kcmKey,
-			"--leader-elect=false",
-			"--controllers=garbagecollector,namespace,serviceaccount",
-			"--use-service-account-credentials=true",
-			"--root-ca-file=" + caPath,
-			"--profiling=false",
-		},
+	var kcmPort int
+	_, err = s.startOnFreePorts(ctx, 1, func(ports []int) (*process, error) {
+		kcmPort = ports[0]
+		cp.kcmURL = "https://" + hostPort(kcmPort)
+		p, err := s.run(procSpec{
+			Name: "kube-controller-manager",
+			Path: filepath.Join(s.opts.K8sBinDir, "kube-controller-manager"),
+			Args: []string{
+				"--kubeconfig=" + kcmKC,
+				"--authentication-kubeconfig=" + kcmKC,
+				"--authorization-kubeconfig=" + kcmKC,
+				"--bind-address=127.0.0.1",
+				fmt.Sprintf("--secure-port=%d", kcmPort),
+				"--tls-cert-file=" + kcmCert,
+				"--tls-private-key-file=" + kcmKey,
+				"--leader-elect=false",
+				"--controllers=garbagecollector,namespace,serviceaccount",
+				"--use-service-account-credentials=true",
+				"--root-ca-file=" + caPath,
+				"--profiling=false",
+			},
+		})
+		s.setProcess(&cp.kcm, p)
+		return p, err
+	}, func(ctx context.Context, p *process) error {
+		return s.waitFor(ctx, "kube-controller-manager", p, func(ctx context.Context) error {
+			return httpOK(ctx, cp.httpsCli, cp.kcmURL+"/healthz")
+		})
 	})
 	if err != nil {
-		return err
-	}
-	if err := s.waitFor(ctx, "kube-controller-manager", cp.kcm, func(ctx context.Context) error {
-		return httpOK(ctx, cp.httpsCli, cp.kcmURL+"/healthz")
-	}); err != nil {
 		return err
 	}
 	s.logf("kube-controller-manager ready on %s", hostPort(kcmPort))
@@ -270,6 +283,43 @@ func (s *Stack) RestartAPIServer(ctx context.Context) error {
 	}
 	s.logf("kube-apiserver ready again")
 	return nil
+}
+
+// listenAttempts is how many times a component is started on fresh ports
+// when another process took one of them between picking and binding.
+const listenAttempts = 3
+
+// startOnFreePorts picks n free ports, starts a process on them with start
+// and waits with ready. If the process failed because a port was taken
+// meanwhile, it tries again on other ports.
+func (s *Stack) startOnFreePorts(ctx context.Context, n int, start func(ports []int) (*process, error), ready func(context.Context, *process) error) (*process, error) {
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(n)
+		if err != nil {
+			return nil, err
+		}
+		p, err := start(ports)
+		if err != nil {
+			return nil, err
+		}
+		err = ready(ctx, p)
+		if err == nil {
+			return p, nil
+		}
+		if attempt == listenAttempts || p.running() || !strings.Contains(p.tail(30), "address already in use") {
+			return p, err
+		}
+		p.stop(s.opts.GracePeriod)
+		s.logf("%s: a port was taken meanwhile; retrying on other ports", p.spec.Name)
+	}
+}
+
+// setProcess records p in *field under the stack's lock, so Stop sees
+// every process as soon as it runs.
+func (s *Stack) setProcess(field **process, p *process) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*field = p
 }
 
 // httpOK returns nil if GET url answers 200.

@@ -94,10 +94,12 @@ func (s *Stack) install(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("cannot create %s: %w", dir, err)
 	}
+	n = 0
 	for _, svc := range s.opts.Services {
 		if s.opts.replicas(svc) == 0 {
 			continue
 		}
+		n++
 		secs := int64(tokenLifetime.Seconds())
 		tr, err := cs.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, ServiceAccountName(svc),
 			&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
@@ -108,7 +110,7 @@ func (s *Stack) install(ctx context.Context) error {
 			return err
 		}
 	}
-	s.logf("ServiceAccounts, RBAC and kubeconfigs ready for %d services", len(s.opts.Services))
+	s.logf("ServiceAccounts, RBAC and kubeconfigs ready for %d services", n)
 	return nil
 }
 

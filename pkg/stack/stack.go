@@ -218,6 +218,7 @@ func (s *Stack) waitFor(ctx context.Context, what string, p *process, check func
 	defer cancel()
 	err := poll(ctx, 100*time.Millisecond, func(ctx context.Context) error {
 		if !p.running() {
+			cancel() // no point waiting for a process that is gone
 			return errExited
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
