@@ -195,3 +195,81 @@ func TestConditionStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestReadRoles(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		in     string
+		want   []string
+		err    bool
+	}{
+		"Roles": {
+			reason: "ClusterRoles are kept as they are; Roles default to the stack's namespace.",
+			in: "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: a\n---\n" +
+				"apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: b\n---\n" +
+				"apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: c\n  namespace: other\n",
+			want: []string{"ClusterRole /a", "Role loom-system/b", "Role other/c"},
+		},
+		"NotARole": {
+			reason: "Anything else in an RBAC file is an error.",
+			in:     "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: a\n",
+			err:    true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "svc.yaml")
+			if err := os.WriteFile(p, []byte(tc.in), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			roles, err := readRoles(p)
+			if (err != nil) != tc.err {
+				t.Fatalf("%s\nreadRoles: err %v, want error %v", tc.reason, err, tc.err)
+			}
+			var got []string
+			for _, r := range roles {
+				got = append(got, r.GetKind()+" "+r.GetNamespace()+"/"+r.GetName())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nreadRoles: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestBinding(t *testing.T) {
+	sa := object("v1", "ServiceAccount", Namespace, "loom-binder")
+	cases := map[string]struct {
+		reason string
+		role   *unstructured.Unstructured
+		want   map[string]any
+	}{
+		"ClusterRole": {
+			reason: "A ClusterRole is bound cluster-wide under its own name.",
+			role:   object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "loom:binder"),
+			want: map[string]any{
+				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+				"metadata": map[string]any{"name": "loom:binder"},
+				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "loom:binder"},
+				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "loom-binder", "namespace": Namespace}},
+			},
+		},
+		"Role": {
+			reason: "A Role is bound in its namespace.",
+			role:   object("rbac.authorization.k8s.io/v1", "Role", "ns", "leases"),
+			want: map[string]any{
+				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+				"metadata": map[string]any{"name": "leases", "namespace": "ns"},
+				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "leases"},
+				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "loom-binder", "namespace": Namespace}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, binding(tc.role, sa).Object); diff != "" {
+				t.Errorf("%s\nbinding: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -196,7 +196,8 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 	}
 
 	// kube-controller-manager: the controllers a cluster without nodes
-	// needs. Each controller uses its own ServiceAccount, as upstream does.
+	// needs, and ClusterRole aggregation, which the services' roles use.
+	// Each controller uses its own ServiceAccount, as upstream does.
 	var kcmPort int
 	_, err = s.startOnFreePorts(ctx, 1, func(ports []int) (*process, error) {
 		kcmPort = ports[0]
@@ -213,7 +214,7 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 				"--tls-cert-file=" + kcmCert,
 				"--tls-private-key-file=" + kcmKey,
 				"--leader-elect=false",
-				"--controllers=garbagecollector,namespace,serviceaccount",
+				"--controllers=garbagecollector,namespace,serviceaccount,clusterrole-aggregation",
 				"--use-service-account-credentials=true",
 				"--root-ca-file=" + caPath,
 				"--profiling=false",

@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"os"
@@ -15,12 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 )
-
-// providerNopRBAC is the test provider's ClusterRole. The provider is not
-// part of the Helm chart, so its role lives with the harness.
-//
-//go:embed rbac/provider-nop.yaml
-var providerNopRBAC []byte
 
 // tokenLifetime is how long the services' ServiceAccount tokens are valid.
 // A local stack never runs that long.
@@ -63,19 +56,29 @@ func (s *Stack) install(ctx context.Context) error {
 	}
 	s.logf("%d CRDs installed and Established (%s)", n, since(start))
 
-	objs := []*unstructured.Unstructured{object("v1", "Namespace", "", Namespace)}
+	// Every role in the RBAC folder is installed, including those that
+	// only aggregate into a service's role (for example the rights on a
+	// provider's kinds); a service is bound to the roles of its own file.
+	all, err := readRoles(s.opts.RBACDir)
+	if err != nil {
+		return err
+	}
+	objs := append([]*unstructured.Unstructured{object("v1", "Namespace", "", Namespace)}, all...)
 	for _, svc := range s.opts.Services {
 		if s.opts.replicas(svc) == 0 {
 			continue
 		}
 		sa := object("v1", "ServiceAccount", Namespace, ServiceAccountName(svc))
 		objs = append(objs, sa)
-		roles, err := s.rolesOf(svc)
+		roles, err := readRoles(filepath.Join(s.opts.RBACDir, svc+".yaml"))
 		if err != nil {
 			return err
 		}
+		if len(roles) == 0 {
+			return fmt.Errorf("cannot use RBAC of %s: no ClusterRole or Role in %s.yaml", svc, svc)
+		}
 		for _, r := range roles {
-			objs = append(objs, r, binding(r, sa))
+			objs = append(objs, binding(r, sa))
 		}
 	}
 	if _, err := applyOrdered(ctx, a, objs); err != nil {
@@ -114,21 +117,13 @@ func (s *Stack) install(ctx context.Context) error {
 	return nil
 }
 
-// rolesOf returns the ClusterRoles and Roles service runs with: those in
-// <RBACDir>/<service>.yaml, or the built-in role of the test provider.
-// Roles without a namespace go to Namespace.
-func (s *Stack) rolesOf(svc string) ([]*unstructured.Unstructured, error) {
-	var objs []*unstructured.Unstructured
-	var err error
-	if svc == "provider-nop" {
-		objs, err = DecodeManifests(providerNopRBAC)
-	} else {
-		objs, err = ReadManifests(filepath.Join(s.opts.RBACDir, svc+".yaml"))
-	}
+// readRoles reads the ClusterRoles and Roles in path (a file or a folder).
+// Roles without a namespace go to Namespace; any other kind is an error.
+func readRoles(path string) ([]*unstructured.Unstructured, error) {
+	objs, err := ReadManifests(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read RBAC of %s: %w", svc, err)
+		return nil, fmt.Errorf("cannot read RBAC: %w", err)
 	}
-	var roles []*unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GroupVersionKind().GroupKind() {
 		case clusterRoleGK:
@@ -137,14 +132,10 @@ func (s *Stack) rolesOf(svc string) ([]*unstructured.Unstructured, error) {
 				o.SetNamespace(Namespace)
 			}
 		default:
-			return nil, fmt.Errorf("cannot use RBAC of %s: %s %q is not a ClusterRole or Role", svc, o.GetKind(), o.GetName())
+			return nil, fmt.Errorf("cannot use RBAC in %s: %s %q is not a ClusterRole or Role", path, o.GetKind(), o.GetName())
 		}
-		roles = append(roles, o)
 	}
-	if len(roles) == 0 {
-		return nil, fmt.Errorf("cannot use RBAC of %s: no ClusterRole or Role", svc)
-	}
-	return roles, nil
+	return objs, nil
 }
 
 // binding binds role to the ServiceAccount sa: a ClusterRoleBinding for a

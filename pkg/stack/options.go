@@ -69,9 +69,11 @@ type Options struct {
 	// Folders that do not exist are skipped.
 	ExtraCRDDirs []string
 
-	// RBACDir holds one file of ClusterRoles per Loom service,
-	// <name>.yaml. Default: <RepoRoot>/deploy/helm/loom/files/rbac. The
-	// test provider's role is built into the harness.
+	// RBACDir holds the services' roles: each service is bound to the
+	// ClusterRoles and Roles in <RBACDir>/<name>.yaml, and every other
+	// role in the folder (for example one that aggregates rights on a
+	// provider's kinds into a service's role) is installed as well.
+	// Default: <RepoRoot>/deploy/helm/loom/files/rbac.
 	RBACDir string
 
 	// Log receives progress lines ("etcd ready on 127.0.0.1:2379 (0.8s)").
