@@ -18,6 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/loomxr/loom/pkg/stack"
@@ -198,4 +199,8 @@ func TestDevUpInterrupt(t *testing.T) {
 func readFile(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
+}
+
+func clientcmdConfig(path string) (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", path)
 }
