@@ -77,5 +77,13 @@
 //	logs/<process>.log         etcd, kube-apiserver, kube-controller-manager,
 //	                           nats, <service>-<replica>
 //
-// Start clears all of it except the lock: a stack is disposable.
+// Start removes all of these (except the lock) that a previous stack left:
+// a stack is disposable. Other files in the folder are left alone.
+//
+// # Existing clusters
+//
+// With Options.Kubeconfig the stack starts no control plane: it installs
+// the CRDs, ServiceAccounts and RBAC into that cluster and runs the
+// services against it, still with the embedded NATS server. Stop then
+// stops only the services and NATS; what was installed stays.
 package stack
