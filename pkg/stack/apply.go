@@ -250,6 +250,10 @@ func applyOrdered(ctx context.Context, a *applier, objs []*unstructured.Unstruct
 			crds = append(crds, xrdCRDNames(o)...)
 		}
 	}
+	if len(second) > 0 && len(crds) > 0 {
+		// XRDs' CRDs come from the renderer; say what we wait for.
+		a.logf("waiting for %d CRDs to be Established: %s", len(crds), strings.Join(crds, ", "))
+	}
 	if err := a.waitEstablished(ctx, crds); err != nil {
 		return out, err
 	}
