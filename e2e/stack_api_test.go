@@ -19,8 +19,8 @@ import (
 	"github.com/loomxr/loom/pkg/stack"
 )
 
-// eventually polls f until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+// devEventually polls f until it returns nil or timeout passes.
+func devEventually(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -56,7 +56,7 @@ func TestStackFaults(t *testing.T) {
 		if err := s.Stop(context.Background()); err != nil {
 			t.Error(err)
 		}
-		if left := processesOf(state); len(left) > 0 {
+		if left := devProcessesOf(state); len(left) > 0 {
 			t.Errorf("processes left after Stop: %v", left)
 		}
 	})
@@ -84,7 +84,7 @@ func TestStackFaults(t *testing.T) {
 		if err := s.KillService("renderer", 1); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "renderer-1 restarted", func() error {
+		devEventually(t, 30*time.Second, "renderer-1 restarted", func() error {
 			if pid := s.ServicePID("renderer", 1); pid == 0 || pid == before {
 				return fmt.Errorf("pid %d (was %d)", pid, before)
 			}
@@ -103,9 +103,9 @@ func TestStackFaults(t *testing.T) {
 		if took := time.Since(start); took > 30*time.Second {
 			t.Errorf("RestartAPIServer took %s; kube-apiserver should stop gracefully within seconds", took)
 		}
-		eventually(t, 30*time.Second, "API server answers", apiUp)
+		devEventually(t, 30*time.Second, "API server answers", apiUp)
 		// The services' tokens stay valid: the signing key did not change.
-		rc, err := clientcmdConfig(s.ServiceKubeconfig("watcher"))
+		rc, err := devRESTConfig(s.ServiceKubeconfig("watcher"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestStackFaults(t *testing.T) {
 		if got := s.NATSURL(); got != url {
 			t.Errorf("NATSURL after restart: got %s, want %s", got, url)
 		}
-		eventually(t, 30*time.Second, "stream survives the restart", func() error {
+		devEventually(t, 30*time.Second, "stream survives the restart", func() error {
 			info, err := js.StreamInfo("FAULTS")
 			if err != nil {
 				return err
@@ -152,17 +152,17 @@ func TestStackFaults(t *testing.T) {
 			return nil
 		})
 		// Services reconnect and report ready again.
-		eventually(t, 30*time.Second, "services ready after NATS restart", func() error {
-			return servicesReady(state)
+		devEventually(t, 30*time.Second, "services ready after NATS restart", func() error {
+			return devServicesReady(state)
 		})
 	})
 }
 
-// servicesReady checks /readyz of every service replica, using the health
+// devServicesReady checks /readyz of every service replica, using the health
 // addresses from the replicas' command lines.
-func servicesReady(state string) error {
+func devServicesReady(state string) error {
 	var addrs []string
-	for _, p := range processesOf(state) {
+	for _, p := range devProcessesOf(state) {
 		pid := strings.Fields(p)[0]
 		b, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
 		if err != nil {

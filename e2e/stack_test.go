@@ -24,8 +24,8 @@ import (
 	"github.com/loomxr/loom/pkg/stack"
 )
 
-// loomctl returns the path of the built loomctl.
-func loomctl(t *testing.T) string {
+// devLoomctl returns the path of the built loomctl.
+func devLoomctl(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("LOOM_BIN_DIR")
 	if dir == "" {
@@ -46,9 +46,9 @@ func loomctl(t *testing.T) string {
 	return p
 }
 
-// processesOf returns "pid name" of every live process whose command line
+// devProcessesOf returns "pid name" of every live process whose command line
 // mentions dir, except this test.
-func processesOf(dir string) []string {
+func devProcessesOf(dir string) []string {
 	entries, _ := os.ReadDir("/proc")
 	var out []string
 	for _, e := range entries {
@@ -70,8 +70,8 @@ func processesOf(dir string) []string {
 	return out
 }
 
-// missing returns the names no process in procs runs.
-func missing(procs []string, names ...string) []string {
+// devMissing returns the names no process in procs runs.
+func devMissing(procs []string, names ...string) []string {
 	var miss []string
 	for _, n := range names {
 		found := false
@@ -85,11 +85,11 @@ func missing(procs []string, names ...string) []string {
 	return miss
 }
 
-// everyProcess is what a stack with the default services runs.
-var everyProcess = []string{"etcd", "kube-apiserver", "kube-controller-manager", "watcher", "renderer", "binder", "secrets", "provider-nop"}
+// devEveryProcess is what a stack with the default services runs.
+var devEveryProcess = []string{"etcd", "kube-apiserver", "kube-controller-manager", "watcher", "renderer", "binder", "secrets", "provider-nop"}
 
 func TestDevUpDetachDown(t *testing.T) {
-	bin := loomctl(t)
+	bin := devLoomctl(t)
 	state, examples := t.TempDir(), t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -101,7 +101,7 @@ func TestDevUpDetachDown(t *testing.T) {
 	up := exec.CommandContext(ctx, bin, "dev", "up", "--detach", "--examples", examples, "--state-dir", state, "--wait", "1m")
 	out, err := up.CombinedOutput()
 	if err != nil {
-		t.Fatalf("loomctl dev up --detach: %v\n%s\nlog:\n%s", err, out, readFile(filepath.Join(state, "loomctl.log")))
+		t.Fatalf("loomctl dev up --detach: %v\n%s\nlog:\n%s", err, out, devReadFile(filepath.Join(state, "loomctl.log")))
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	kubeconfig := lines[len(lines)-1]
@@ -111,8 +111,8 @@ func TestDevUpDetachDown(t *testing.T) {
 
 	// The stack is up: every process runs, and the admin kubeconfig sees
 	// the services' identities.
-	if miss := missing(processesOf(state), everyProcess...); len(miss) > 0 {
-		t.Fatalf("after dev up --detach, not running: %v (running: %v)", miss, processesOf(state))
+	if miss := devMissing(devProcessesOf(state), devEveryProcess...); len(miss) > 0 {
+		t.Fatalf("after dev up --detach, not running: %v (running: %v)", miss, devProcessesOf(state))
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -139,13 +139,13 @@ func TestDevUpDetachDown(t *testing.T) {
 		t.Fatalf("loomctl dev down: %v\n%s", err, down)
 	}
 	// dev down returns once everything is gone: no grace here.
-	if left := processesOf(state); len(left) > 0 {
+	if left := devProcessesOf(state); len(left) > 0 {
 		t.Errorf("processes left after dev down returned: %v", left)
 	}
 }
 
 func TestDevUpInterrupt(t *testing.T) {
-	bin := loomctl(t)
+	bin := devLoomctl(t)
 	state, examples := t.TempDir(), t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -175,7 +175,7 @@ func TestDevUpInterrupt(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if miss := missing(processesOf(state), everyProcess...); len(miss) > 0 {
+	if miss := devMissing(devProcessesOf(state), devEveryProcess...); len(miss) > 0 {
 		t.Fatalf("after dev up, not running: %v", miss)
 	}
 
@@ -191,16 +191,16 @@ func TestDevUpInterrupt(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("dev up did not stop after Ctrl-C\n%s", out.String())
 	}
-	if left := processesOf(state); len(left) > 0 {
+	if left := devProcessesOf(state); len(left) > 0 {
 		t.Errorf("processes left after Ctrl-C: %v", left)
 	}
 }
 
-func readFile(p string) string {
+func devReadFile(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
 }
 
-func clientcmdConfig(path string) (*rest.Config, error) {
+func devRESTConfig(path string) (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", path)
 }
