@@ -208,9 +208,10 @@ func poll(ctx context.Context, timeout time.Duration, f func() error) error {
 // or JSON documents) to the shared stack as the admin, in dependency order
 // (see stack.Stack.ApplyObjects: Namespaces and CRDs first, then XRDs and
 // Compositions, waiting for the kinds they define), and returns them as
-// stored. When the test ends it deletes them, in reverse order, without
-// waiting for them to go; objects already gone are fine. It fails t on any
-// error.
+// stored. When t ends (a subtest ends before its parent) it deletes them,
+// in reverse order, without waiting for them to go; objects already gone
+// are fine. To change an object a test applied, apply the new version with
+// Env.Stack.ApplyObjects, which deletes nothing. It fails t on any error.
 func ApplyYAML(t testing.TB, docs ...string) []*unstructured.Unstructured {
 	t.Helper()
 	env := StartStack(t)

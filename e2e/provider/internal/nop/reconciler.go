@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,7 +92,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nopresource").
 		For(&NopResource{}, builder.WithPredicates(reconcileTriggers())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+			// Failures (a Secret namespace that does not exist yet, say)
+			// are retried with backoff capped at 30s, and without
+			// controller-runtime's overall 10 per second bucket, which
+			// would throttle a burst of failing NopResources.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 30*time.Second),
+		}).
 		Complete(r)
 }
 
