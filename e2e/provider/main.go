@@ -161,7 +161,6 @@ func run(log logr.Logger, args []string) error {
 	if err := nop.Setup(mgr, nop.Options{
 		MaxConcurrentReconciles: c.concurrency,
 		MaxReconcileRate:        c.maxReconcileRate,
-		Logger:                  log,
 	}); err != nil {
 		return fmt.Errorf("cannot set up NopResource controller: %w", err)
 	}

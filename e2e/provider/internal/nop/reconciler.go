@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,9 +24,6 @@ import (
 // AnnotationPaused pauses reconciliation when set to "true", as in Crossplane.
 const AnnotationPaused = "crossplane.io/paused"
 
-// A Clock tells the time. Tests fix it; Setup uses time.Now.
-type Clock func() time.Time
-
 // A Reconciler reconciles one NopResource per call. It is idempotent: a
 // reconcile that finds nothing to change makes no API call at all (the
 // NopResource comes from the informer cache and the Publisher remembers its
@@ -37,18 +33,11 @@ type Reconciler struct {
 	client    client.Client
 	publisher *Publisher
 	recorder  events.EventRecorder
-	log       logr.Logger
-	now       Clock
+	now       func() time.Time
 }
 
 // An Option configures a Reconciler.
 type Option func(*Reconciler)
-
-// WithClock sets the clock used to age NopResources and stamp conditions.
-func WithClock(c Clock) Option { return func(r *Reconciler) { r.now = c } }
-
-// WithLogger sets the logger.
-func WithLogger(l logr.Logger) Option { return func(r *Reconciler) { r.log = l } }
 
 // WithRecorder sets the recorder of warning events. Events are emitted only
 // when a reconcile fails; by default none are emitted.
@@ -57,7 +46,7 @@ func WithRecorder(e events.EventRecorder) Option { return func(r *Reconciler) { 
 // NewReconciler returns a Reconciler that reads NopResources through c,
 // patches their status through c and publishes Secrets through p.
 func NewReconciler(c client.Client, p *Publisher, opts ...Option) *Reconciler {
-	r := &Reconciler{client: c, publisher: p, log: logr.Discard(), now: time.Now}
+	r := &Reconciler{client: c, publisher: p, now: time.Now}
 	for _, o := range opts {
 		o(r)
 	}
@@ -73,9 +62,6 @@ type Options struct {
 	// MaxReconcileRate caps reconciles per second across all NopResources;
 	// zero or less means no cap.
 	MaxReconcileRate float64
-
-	// Logger logs reconcile failures.
-	Logger logr.Logger
 }
 
 // Setup registers a NopResource controller with mgr. The manager's client
@@ -84,7 +70,6 @@ type Options struct {
 // timers themselves; the provider's own status writes trigger nothing.
 func Setup(mgr ctrl.Manager, o Options) error {
 	var r reconcile.Reconciler = NewReconciler(mgr.GetClient(), NewPublisher(mgr.GetClient()),
-		WithLogger(o.Logger),
 		WithRecorder(mgr.GetEventRecorder("provider-nop")))
 	if o.MaxReconcileRate > 0 {
 		r = rateLimited(r, rate.NewLimiter(rate.Limit(o.MaxReconcileRate), max(1, int(o.MaxReconcileRate))))
@@ -117,8 +102,6 @@ func rateLimited(r reconcile.Reconciler, l *rate.Limiter) reconcile.Reconciler {
 // date, and asks to be called again exactly when its next scheduled
 // condition falls due.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	log := r.log.WithValues("nopresource", req.Name)
-
 	nr := &NopResource{}
 	if err := r.client.Get(ctx, req.NamespacedName, nr); err != nil {
 		if kerrors.IsNotFound(err) {
@@ -155,9 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	// Publish before reporting conditions, so that whoever sees Ready also
 	// finds the Secret.
+	// A failure is logged by controller-runtime, which retries it.
 	pubErr := r.publisher.Publish(ctx, nr)
 	if pubErr != nil {
-		log.Error(pubErr, "cannot publish connection details")
 		r.warn(nr, "CannotPublishConnectionDetails", pubErr)
 	}
 	want.Status.Conditions = SetCondition(want.Status.Conditions, synced(pubErr, gen), metav1.NewTime(now))
