@@ -24,8 +24,10 @@ import (
 const instrumentation = "github.com/loomxr/loom/pkg/bus"
 
 // publishAttempts is how many times an event is sent before its failure is
-// reported; deduplication makes resending safe.
-const publishAttempts = 5
+// reported; with delays doubling from 100ms up to 2s, the last attempt comes
+// about 15s after the first, long enough for a cluster to elect a new stream
+// leader. Deduplication makes resending safe.
+const publishAttempts = 11
 
 // Publisher publishes events to the work streams of the consuming services.
 // It is safe for concurrent use. Publishing is asynchronous: Publish returns
@@ -185,7 +187,7 @@ func (p *Publisher) await(f jetstream.PubAckFuture, service string) {
 	delay := 100 * time.Millisecond
 	for attempt := 1; err != nil && attempt < publishAttempts && resendable(err); attempt++ {
 		time.Sleep(delay)
-		delay *= 2
+		delay = min(2*delay, 2*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = p.js.PublishMsg(ctx, f.Msg())
 		cancel()
