@@ -77,6 +77,10 @@ e2e: build control-plane ## End-to-end tests on the real local stack.
 bench: build control-plane ## Scale benchmark (see BENCHMARKS.md).
 	cd e2e && go test -run '^$$' -bench . -benchtime 1x -tags e2e ./bench/...
 
+.PHONY: bench-bus
+bench-bus: ## Event bus on an embedded NATS server, 3 worker replicas: prints {"events_per_s","p50_ms","p99_ms","overlaps"}.
+	@cd e2e && go run ./busbench
+
 .PHONY: generate
 generate: generate-proto generate-apis ## Regenerate committed generated code.
 
