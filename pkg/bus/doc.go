@@ -35,8 +35,16 @@
 //
 // EnsureStreams creates all of it with Config.Replicas replicas and waits for
 // leaders while a cluster elects them. Every Publisher and Worker must use
-// the same Partitions; EnsureStreams records it on the streams and refuses a
-// different value.
+// the same Partitions: EnsureStreams records it on the streams and refuses a
+// different value, a Publisher checks it before its first event for each
+// service, and Worker.Run before it joins. Workers take the lease timing from
+// the leases bucket, so the bucket's TTL (Config.LeaseTTL as last given to
+// EnsureStreams) rules.
+//
+// Connections should be made with nats.MaxReconnects(-1) and every server's
+// URL: the publisher resends for about 15 seconds, consumers and key-value
+// watchers resume after a reconnect, and a worker whose lease renewals fail
+// in the meantime fences its partitions and takes them back afterwards.
 //
 // # Publishing
 //

@@ -47,6 +47,7 @@ type Publisher struct {
 	slots chan struct{}
 
 	mu      sync.Mutex
+	checked map[string]bool // services whose stream's partition count matches
 	pending int
 	idle    chan struct{} // closed while pending == 0
 	err     error         // first failure since the last Flush
@@ -61,6 +62,7 @@ func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
 		log:         slog.Default(),
 		tracer:      otel.Tracer(instrumentation),
 		metrics:     newMetrics(),
+		checked:     map[string]bool{},
 	}
 	for _, o := range opts {
 		o.applyPublisher(p)
@@ -82,8 +84,9 @@ func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
 // resourceVersion are never deduplicated.
 //
 // Publish blocks while WithMaxInFlight events await their acknowledgement, and
-// returns an error if ev is invalid, ctx ends while it waits, or the event
-// cannot be sent. A failure after sending (after retries) is logged and
+// returns an error if ev is invalid, ctx ends while it waits, the event
+// cannot be sent, or (checked on the first event for each service) the
+// service's stream is missing or has another partition count. A failure after sending (after retries) is logged and
 // returned by the next Flush.
 func (p *Publisher) Publish(ctx context.Context, service string, ev *eventsv1.Event) error {
 	if p.cfgErr != nil {
@@ -91,6 +94,9 @@ func (p *Publisher) Publish(ctx context.Context, service string, ev *eventsv1.Ev
 	}
 	msg, err := p.message(service, ev)
 	if err != nil {
+		return err
+	}
+	if err := p.check(ctx, service); err != nil {
 		return err
 	}
 	ctx, span := p.tracer.Start(ctx, "publish "+msg.Subject,
@@ -121,6 +127,27 @@ func (p *Publisher) Publish(ctx context.Context, service string, ev *eventsv1.Ev
 	p.pending++
 	p.mu.Unlock()
 	go p.await(f, service)
+	return nil
+}
+
+// check verifies, once per service, that the service's work stream has the
+// partition count this publisher routes with.
+func (p *Publisher) check(ctx context.Context, service string) error {
+	p.mu.Lock()
+	ok := p.checked[service]
+	p.mu.Unlock()
+	if ok {
+		return nil
+	}
+	err := retry(ctx, "cannot check stream "+StreamName(service), func(ctx context.Context) error {
+		return checkPartitions(ctx, p.js, service, p.cfg.Partitions)
+	})
+	if err != nil {
+		return fmt.Errorf("cannot publish event: %w", err)
+	}
+	p.mu.Lock()
+	p.checked[service] = true
+	p.mu.Unlock()
 	return nil
 }
 

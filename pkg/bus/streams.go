@@ -98,6 +98,23 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	return waitStreamLeader(ctx, js, sc.Name)
 }
 
+// checkPartitions fails if service's work stream was created with another
+// partition count: publishing or consuming with the wrong count would route
+// work to partitions nobody consumes.
+func checkPartitions(ctx context.Context, js jetstream.JetStream, service string, partitions int) error {
+	s, err := js.Stream(ctx, StreamName(service))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return permanentAPIError{fmt.Errorf("stream %s not found (call EnsureStreams first): %w", StreamName(service), err)}
+		}
+		return err
+	}
+	if got := s.CachedInfo().Config.Metadata[metaPartitions]; got != "" && got != strconv.Itoa(partitions) {
+		return permanentAPIError{fmt.Errorf("stream %s has %s partitions, but this process is configured with %d", StreamName(service), got, partitions)}
+	}
+	return nil
+}
+
 // waitStreamLeader returns once the stream has a leader (always at once on a
 // single server).
 func waitStreamLeader(ctx context.Context, js jetstream.JetStream, name string) error {

@@ -54,6 +54,7 @@ type Worker struct {
 
 	running  atomic.Bool
 	lastBeat atomic.Int64 // Unix nanoseconds of the last successful heartbeat
+	readyTTL atomic.Int64 // the lease TTL, for Ready
 
 	// Set by Run before any lease starts.
 	members    jetstream.KeyValue
@@ -121,7 +122,7 @@ func (w *Worker) Ready() bool {
 		return false
 	}
 	last := w.lastBeat.Load()
-	return last != 0 && time.Since(time.Unix(0, last)) < w.leaseTTL
+	return last != 0 && time.Since(time.Unix(0, last)) < time.Duration(w.readyTTL.Load())
 }
 
 // Owned returns the partitions this replica owns, sorted: from taking the
@@ -238,7 +239,10 @@ func (w *Worker) open(ctx context.Context) error {
 	w.leaseTTL = st.TTL()
 	w.renewEvery = w.leaseTTL / 4
 	w.margin = w.leaseTTL / 3
-	return nil
+	w.readyTTL.Store(int64(w.leaseTTL))
+	return retry(ctx, "cannot check stream "+StreamName(w.service), func(ctx context.Context) error {
+		return checkPartitions(ctx, w.js, w.service, w.cfg.Partitions)
+	})
 }
 
 // leaseKey is the key of a partition's lease.

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/bus/bustest"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
 
@@ -575,5 +576,31 @@ func TestPublishRejectsInvalidEvents(t *testing.T) {
 				t.Errorf("%s: got error %v, want one containing %q", tc.reason, err, tc.want)
 			}
 		})
+	}
+}
+
+// A process configured with another partition count than the streams' is
+// refused everywhere, instead of routing work to partitions nobody consumes.
+func TestPartitionMismatchRefused(t *testing.T) {
+	h := newHarness(t, testConfig())
+	other := testConfig()
+	other.Partitions = h.cfg.Partitions * 2
+	want := fmt.Sprintf("has %d partitions", h.cfg.Partitions)
+
+	if err := bus.EnsureStreams(t.Context(), h.js, other); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("EnsureStreams: got %v, want an error containing %q", err, want)
+	}
+	pub := bus.NewPublisher(h.js, bus.WithConfig(other))
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), 1)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Publish: got %v, want an error containing %q", err, want)
+	}
+	nc, js := bustest.Connect(t, h.srv.URL())
+	nop := bus.HandlerFunc(func(context.Context, bus.Request) (bus.Result, error) { return bus.Result{}, nil })
+	w, err := bus.NewWorker(nc, js, bus.Renderer, "r0", nop, bus.WithConfig(other), bus.WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(t.Context()); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Run: got %v, want an error containing %q", err, want)
 	}
 }
