@@ -139,10 +139,14 @@ func (r ComposedRef) GroupVersionKind() schema.GroupVersionKind {
 }
 
 // ResourceRefs returns the composed resources an XR lists in
-// spec.resourceRefs. A namespaced XR's references have no namespace: they
-// are in the XR's.
+// spec.resourceRefs (spec.crossplane.resourceRefs for the Namespaced and
+// Cluster scopes). A namespaced XR's references have no namespace: they are
+// in the XR's.
 func ResourceRefs(xr *unstructured.Unstructured) []ComposedRef {
-	raw, _, _ := unstructured.NestedSlice(xr.Object, "spec", "resourceRefs")
+	raw, ok, _ := unstructured.NestedSlice(xr.Object, "spec", "resourceRefs")
+	if !ok {
+		raw, _, _ = unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
+	}
 	out := make([]ComposedRef, 0, len(raw))
 	for _, e := range raw {
 		m, ok := e.(map[string]any)

@@ -40,6 +40,30 @@ type RuleHandler interface {
 	Handle(ctx context.Context, ev *eventsv1.Event, rule *eventsv1.ObjectRef) error
 }
 
+// A ClaimReconcilerFn is a function that satisfies ClaimReconciler.
+type ClaimReconcilerFn func(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (claim.Result, error)
+
+// Reconcile calls fn.
+func (fn ClaimReconcilerFn) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (claim.Result, error) {
+	return fn(ctx, gvk, namespace, name)
+}
+
+// A CompositeReconcilerFn is a function that satisfies CompositeReconciler.
+type CompositeReconcilerFn func(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reference.Result, error)
+
+// Reconcile calls fn.
+func (fn CompositeReconcilerFn) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reference.Result, error) {
+	return fn(ctx, gvk, namespace, name, refresh)
+}
+
+// A RuleHandlerFn is a function that satisfies RuleHandler.
+type RuleHandlerFn func(ctx context.Context, ev *eventsv1.Event, rule *eventsv1.ObjectRef) error
+
+// Handle calls fn.
+func (fn RuleHandlerFn) Handle(ctx context.Context, ev *eventsv1.Event, rule *eventsv1.ObjectRef) error {
+	return fn(ctx, ev, rule)
+}
+
 // Handler routes bus requests to the binder's reconcilers.
 type Handler struct {
 	defs       Definitions
