@@ -125,6 +125,7 @@ func (l *lease) run() {
 	w.metrics.owned(w.service, 1)
 	// Ownership ends when the last handler has returned; only then may the
 	// lease go, so the next owner never overlaps with this one.
+	var cc jetstream.ConsumeContext
 	defer func() {
 		if w.ownershipHook != nil {
 			w.ownershipHook(l.p, false)
@@ -135,7 +136,11 @@ func (l *lease) run() {
 		delete(w.owned, l.p)
 		w.mu.Unlock()
 		close(l.done)
-		w.poke()
+		if cc != nil {
+			// Take the partition back at once if it is still ours to own;
+			// after a failure to consume, wait for the next tick instead.
+			w.poke()
+		}
 	}()
 
 	cc, err := l.consume()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -602,5 +603,71 @@ func TestPartitionMismatchRefused(t *testing.T) {
 	}
 	if err := w.Run(t.Context()); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Run: got %v, want an error containing %q", err, want)
+	}
+}
+
+// Restarting the NATS server (its store survives) loses no work: workers
+// reconnect, take their partitions back and handle everything.
+func TestServerRestart(t *testing.T) {
+	h := newHarness(t, testConfig())
+	var (
+		mu     sync.Mutex
+		latest = map[string]int{}
+	)
+	handler := bus.HandlerFunc(func(_ context.Context, r bus.Request) (bus.Result, error) {
+		rv, _ := strconv.Atoi(r.Event.GetResourceVersion())
+		mu.Lock()
+		latest[r.Target.GetUid()] = max(latest[r.Target.GetUid()], rv)
+		mu.Unlock()
+		return bus.Result{}, nil
+	})
+	reconnect := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond)}
+	for _, id := range []string{"r0", "r1"} {
+		nc, js := bustest.Connect(t, h.srv.URL(), reconnect...)
+		w, err := bus.NewWorker(nc, js, bus.Renderer, id, handler, bus.WithConfig(h.cfg), bus.WithLogger(testLogger().With("replica", id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		t.Cleanup(func() { stop(); <-done })
+	}
+	_, pjs := bustest.Connect(t, h.srv.URL(), reconnect...)
+	pub := bus.NewPublisher(pjs, bus.WithConfig(h.cfg), bus.WithLogger(testLogger()))
+	const objects = 200
+	publish := func(rv int) {
+		t.Helper()
+		for o := range objects {
+			if err := pub.Publish(t.Context(), bus.Renderer, event(uid(o), rv)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pub.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handledAll := func(rv int) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for o := range objects {
+				if latest[uid(o)] != rv {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	publish(1)
+	eventually(t, 10*time.Second, "every object handled", handledAll(1))
+	if err := h.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	publish(2)
+	eventually(t, 20*time.Second, "every object handled after the restart", handledAll(2))
+	_, js := bustest.Connect(t, h.srv.URL())
+	if dls, err := bus.ListDeadLetters(t.Context(), js, ""); err != nil || len(dls) != 0 {
+		t.Errorf("dead letters: %v, %v", dls, err)
 	}
 }
