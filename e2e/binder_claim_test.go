@@ -30,6 +30,7 @@ func testClaimLifecycle(t *testing.T, env *binderEnv) {
 	ns := env.namespace(t, "binder-lifecycle")
 	t.Run("Dynamic", func(t *testing.T) { testDynamic(t, env, ns) })
 	t.Run("Static", func(t *testing.T) { testStatic(t, env, ns) })
+	t.Run("StaticRace", func(t *testing.T) { testStaticRace(t, env, ns) })
 	t.Run("Foreground", func(t *testing.T) { testForeground(t, env, ns) })
 	t.Run("Retain", func(t *testing.T) { testRetain(t, env, ns) })
 }
@@ -370,6 +371,71 @@ spec:
 		t.Fatal(err)
 	}
 	waitGone(t, env, ns, "static", "static-xr")
+}
+
+// testStaticRace creates two claims naming the same unclaimed XR at once:
+// exactly one binds it, the other is refused.
+func testStaticRace(t *testing.T, env *binderEnv, ns string) {
+	ctx := t.Context()
+	env.apply(t, `
+apiVersion: binder.e2e.loom.dev/v1alpha1
+kind: XBinderDB
+metadata:
+  name: contested-xr
+spec: {}
+`)
+	claims := env.client(claimGVK, ns)
+	errs := make(chan error, 2)
+	for _, name := range []string{"contender-1", "contender-2"} {
+		go func() {
+			c := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"resourceRef": map[string]any{
+				"apiVersion": xrGVK.GroupVersion().String(), "kind": xrGVK.Kind, "name": "contested-xr",
+			}}}}
+			c.SetGroupVersionKind(claimGVK)
+			c.SetNamespace(ns)
+			c.SetName(name)
+			_, err := claims.Create(ctx, c, metav1.CreateOptions{})
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var winner string
+	framework.Eventually(t, time.Minute, func() error {
+		xr, err := env.get(ctx, xrGVK, "", "contested-xr")
+		if err != nil {
+			return err
+		}
+		winner, _, _ = unstructured.NestedString(xr.Object, "spec", "claimRef", "name")
+		if winner == "" {
+			return fmt.Errorf("contested-xr is not bound yet")
+		}
+		var problems []string
+		for _, name := range []string{"contender-1", "contender-2"} {
+			cm, err := env.get(ctx, claimGVK, ns, name)
+			if err != nil {
+				return err
+			}
+			s, _, m := condition(cm, "Synced")
+			switch {
+			case name == winner && s != "True":
+				problems = append(problems, fmt.Sprintf("winner %s Synced %s %q", name, s, m))
+			case name != winner && (s != "False" || !strings.HasPrefix(m, "refusing to bind")):
+				problems = append(problems, fmt.Sprintf("loser %s Synced %s %q, want a refusal", name, s, m))
+			}
+		}
+		return errorf(problems)
+	})
+	t.Logf("%s won contested-xr", winner)
+	for _, name := range []string{"contender-1", "contender-2"} {
+		if err := claims.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGone(t, env, ns, winner, "contested-xr")
 }
 
 func testForeground(t *testing.T, env *binderEnv, ns string) {

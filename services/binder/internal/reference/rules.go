@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -169,6 +170,10 @@ func (r *Rules) KindOf(name string) (schema.GroupKind, bool) {
 
 func (r *Rules) load(ctx context.Context) error {
 	items, err := r.list.List(ctx, RuleGroupVersionKind, "", nil)
+	if meta.IsNoMatchError(err) {
+		// Without Loom's ReferenceRule CRD there are no rules.
+		items, err = nil, nil
+	}
 	if err != nil {
 		return fmt.Errorf("cannot list reference rules: %w", err)
 	}
