@@ -131,16 +131,25 @@ func run(o options) error {
 
 	rec := &recorder{}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var workers []*bus.Worker
-	var wg sync.WaitGroup
+	var (
+		workers []*bus.Worker
+		conns   []*nats.Conn
+		wg      sync.WaitGroup
+	)
 	wctx, stop := context.WithCancel(ctx)
-	defer func() { stop(); wg.Wait() }()
+	defer func() {
+		stop()
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
 	for i := range o.replicas {
 		wnc, err := nats.Connect(srv.URL())
 		if err != nil {
 			return fmt.Errorf("cannot connect: %w", err)
 		}
-		defer wnc.Close()
+		conns = append(conns, wnc)
 		wjs, err := jetstream.New(wnc)
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -61,9 +62,10 @@ type target struct {
 
 // pending is a received message with its decoded request.
 type pending struct {
-	msg jetstream.Msg
-	req Request
-	seq uint64
+	msg   jetstream.Msg
+	req   Request
+	seq   uint64
+	trace trace.SpanContext // the handling span, once handled
 }
 
 func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
@@ -443,6 +445,7 @@ func (l *lease) call(pm *pending, links []trace.Link) (res Result, err error, d 
 			attribute.Int("loom.coalesced", pm.req.Coalesced),
 		))
 	defer span.End()
+	pm.trace = span.SpanContext()
 
 	hb := l.heartbeat(pm)
 	defer hb.stop()
@@ -506,36 +509,51 @@ func (hb *heartbeater) stop() {
 func (l *lease) settle(pm *pending, res Result, err error, d time.Duration) {
 	w := l.w
 	req := pm.req
-	log := w.log.With("partition", l.p, "kind", req.Target.GetKind(), "namespace", req.Target.GetNamespace(),
-		"name", req.Target.GetName(), "uid", req.Target.GetUid(), "delivery", req.Delivery)
+	debug := w.log.Enabled(context.Background(), slog.LevelDebug)
 	switch {
 	case err == nil && res.RequeueAfter <= 0:
 		_ = pm.msg.Ack()
 		w.metrics.handled(w.service, OutcomeSuccess, d)
-		log.Debug("handled", "duration", d, "coalesced", req.Coalesced)
+		if debug {
+			l.logFor(pm).Debug("handled", "duration", d, "coalesced", req.Coalesced)
+		}
 	case err == nil:
 		l.requeue(pm, res.RequeueAfter)
 		w.metrics.handled(w.service, OutcomeRequeue, d)
-		log.Debug("handled; requeued", "after", res.RequeueAfter, "duration", d)
+		if debug {
+			l.logFor(pm).Debug("handled; requeued", "after", res.RequeueAfter, "duration", d)
+		}
 	case l.ctx.Err() != nil:
 		// Cancelled because this replica is giving the partition up: not the
 		// event's fault. Hand it to the next owner at once.
 		_ = pm.msg.Nak()
-		log.Info("handler cancelled while giving up the partition", "error", err)
+		l.logFor(pm).Info("handler cancelled while giving up the partition", "error", err)
 	case IsPermanent(err):
 		l.deadLetter(pm, req.Delivery, "permanent error: "+err.Error())
-		log.Info("handler failed permanently; dead-lettered", "error", err)
+		l.logFor(pm).Info("handler failed permanently; dead-lettered", "error", err)
 	default:
 		delay, ok := l.backoff(req.Delivery)
 		if !ok || req.Delivery >= w.cfg.MaxDeliver {
 			l.deadLetter(pm, req.Delivery, fmt.Sprintf("failed %d deliveries; last error: %v", req.Delivery, err))
-			log.Info("handler failed; deliveries exhausted, dead-lettered", "error", err)
+			l.logFor(pm).Info("handler failed; deliveries exhausted, dead-lettered", "error", err)
 			return
 		}
 		_ = pm.msg.NakWithDelay(delay)
 		w.metrics.handled(w.service, OutcomeError, d)
-		log.Info("handler failed; will retry", "error", err, "retry_in", delay)
+		l.logFor(pm).Info("handler failed; will retry", "error", err, "retry_in", delay)
 	}
+}
+
+// logFor is the logger for one handling: the target, the delivery and the
+// trace.
+func (l *lease) logFor(pm *pending) *slog.Logger {
+	t := pm.req.Target
+	log := l.w.log.With("partition", l.p, "kind", t.GetKind(), "namespace", t.GetNamespace(),
+		"name", t.GetName(), "uid", t.GetUid(), "delivery", pm.req.Delivery)
+	if pm.trace.IsValid() {
+		log = log.With("trace_id", pm.trace.TraceID().String(), "span_id", pm.trace.SpanID().String())
+	}
+	return log
 }
 
 // backoff returns the delay before the delivery after delivery, or false if

@@ -189,14 +189,16 @@ func (w *Worker) Run(ctx context.Context) error {
 			c.reconcile(ctx)
 		case e, ok := <-mw.Updates():
 			if !ok {
-				return errors.New("cannot run worker: the members watch ended")
+				w.leave()
+				return w.watchEnded("members")
 			}
 			if c.member(e) {
 				c.reconcile(ctx)
 			}
 		case e, ok := <-lw.Updates():
 			if !ok {
-				return errors.New("cannot run worker: the leases watch ended")
+				w.leave()
+				return w.watchEnded("leases")
 			}
 			if p, freed := w.freedPartition(e); freed && c.desired(p) {
 				c.acquire(ctx, p)
@@ -205,6 +207,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			c.reconcile(ctx)
 		}
 	}
+}
+
+// watchEnded explains why a key-value watch ended under Run.
+func (w *Worker) watchEnded(what string) error {
+	if w.nc.IsClosed() {
+		return errors.New("cannot run worker: the NATS connection is closed")
+	}
+	return fmt.Errorf("cannot run worker: the %s watch ended", what)
 }
 
 // open binds the key-value buckets and derives the lease timing from the
