@@ -5,14 +5,240 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/fn"
 	"github.com/loomxr/loom/pkg/service"
+	"github.com/loomxr/loom/pkg/watchreq"
+	"github.com/loomxr/loom/services/renderer/internal/composite"
+	"github.com/loomxr/loom/services/renderer/internal/definition"
+	"github.com/loomxr/loom/services/renderer/internal/event"
+	"github.com/loomxr/loom/services/renderer/internal/function"
+	"github.com/loomxr/loom/services/renderer/internal/kube"
+	"github.com/loomxr/loom/services/renderer/internal/revision"
+	"github.com/loomxr/loom/services/renderer/internal/route"
+	"github.com/loomxr/loom/services/renderer/internal/secret"
 )
 
+// flags are the renderer's own flags, beyond the standard ones.
+type flags struct {
+	busReplicas    int
+	partitions     int
+	concurrency    int
+	handlerTimeout time.Duration
+	qps            float64
+	burst          int
+	definitionTTL  time.Duration
+	revisionTTL    time.Duration
+	functionTTL    time.Duration
+	functionTimout time.Duration
+	manageRBAC     bool
+	apiReport      time.Duration
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.busReplicas, "bus-replicas", envInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
+		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
+	fs.IntVar(&f.partitions, "bus-partitions", envInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
+		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
+	fs.IntVar(&f.concurrency, "concurrency", envInt("LOOM_RENDERER_CONCURRENCY", 32),
+		"targets rendered at once by this replica (env LOOM_RENDERER_CONCURRENCY)")
+	fs.DurationVar(&f.handlerTimeout, "handler-timeout", envDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
+		"longest one render may take, function pipeline included (env LOOM_RENDERER_HANDLER_TIMEOUT)")
+	fs.Float64Var(&f.qps, "kube-qps", envFloat("LOOM_RENDERER_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_RENDERER_KUBE_QPS)")
+	fs.IntVar(&f.burst, "kube-burst", envInt("LOOM_RENDERER_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_RENDERER_KUBE_BURST)")
+	fs.DurationVar(&f.definitionTTL, "definition-ttl", envDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
+		"how long the index of XRDs is used before it is listed again; a change of an XRD reloads it at once on the replica handling it (env LOOM_RENDERER_DEFINITION_TTL)")
+	fs.DurationVar(&f.revisionTTL, "revision-ttl", envDuration("LOOM_RENDERER_REVISION_TTL", 30*time.Second),
+		"how long a Composition's revisions are cached; renders caused by a Composition or revision change always read them afresh (env LOOM_RENDERER_REVISION_TTL)")
+	fs.DurationVar(&f.functionTTL, "function-ttl", envDuration("LOOM_RENDERER_FUNCTION_TTL", 30*time.Second),
+		"how long a loom.dev Function's endpoint and TLS material are cached (env LOOM_RENDERER_FUNCTION_TTL)")
+	fs.DurationVar(&f.functionTimout, "function-timeout", envDuration("LOOM_RENDERER_FUNCTION_TIMEOUT", fn.DefaultTimeout),
+		"timeout of one function call unless its Function sets one (env LOOM_RENDERER_FUNCTION_TIMEOUT)")
+	fs.BoolVar(&f.manageRBAC, "manage-rbac", envBool("LOOM_RENDERER_MANAGE_RBAC", false),
+		"apply, for each XRD, the ClusterRoles that give Loom's services their rights on its XR and claim kinds; needs the escalate verb on clusterroles (env LOOM_RENDERER_MANAGE_RBAC)")
+	fs.DurationVar(&f.apiReport, "api-report", envDuration("LOOM_RENDERER_API_REPORT", time.Minute),
+		"how often to log the number of API requests made so far, when it changed; 0 disables (env LOOM_RENDERER_API_REPORT)")
+}
+
 func main() {
+	var f flags
 	service.Main("renderer", func(ctx context.Context, rt *service.Runtime) error {
-		rt.Log.Info("ready")
-		<-ctx.Done()
+		return run(ctx, rt, f)
+	}, f.register)
+}
+
+func run(ctx context.Context, rt *service.Runtime, f flags) error {
+	js, err := jetstream.New(rt.NATS)
+	if err != nil {
+		return fmt.Errorf("cannot create JetStream context: %w", err)
+	}
+	cfg := bus.Config{Replicas: f.busReplicas, Partitions: f.partitions}
+	notify := func(err error, d time.Duration) {
+		rt.Log.Warn("cannot set up JetStream yet; retrying", "err", err, "retryIn", d)
+	}
+	if err := retry(ctx, func() error { return bus.EnsureStreams(ctx, js, cfg) }, notify); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	var kv jetstream.KeyValue
+	err = retry(ctx, func() error {
+		var err error
+		kv, err = watchreq.EnsureBucket(ctx, js, f.busReplicas)
+		return err
+	}, notify)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	total := &kube.Tally{}
+	rc := rest.CopyConfig(rt.REST)
+	rc.QPS, rc.Burst = float32(f.qps), f.burst
+	rc.Wrap(kube.Count(total))
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("cannot create dynamic client: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("cannot create discovery client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("cannot create clientset: %w", err)
+	}
+	client := kube.New(dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)))
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("cannot start recording events: %w", err)
+	}
+	defer broadcaster.Shutdown()
+	rec := event.NewAPIRecorder(broadcaster.NewRecorder(runtime.NewScheme(), kube.FieldManager))
+
+	index := definition.NewIndex(client, definition.WithTTL(f.definitionTTL))
+	secrets := secret.NewReader(client)
+	resolver := function.NewResolver(client, secrets, f.functionTTL)
+	fnClient := fn.NewClient(resolver, fn.WithDefaultTimeout(f.functionTimout))
+	defer func() { _ = fnClient.Close() }()
+	exec := fn.NewExecutor(fn.NewCache(fnClient),
+		fn.WithResourceFetcher(function.NewFetcher(client)),
+		fn.WithCredentialFetcher(secrets))
+	store := revision.NewStore(client, f.revisionTTL)
+	pub := bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithSource("renderer/"+rt.Config.ReplicaID))
+
+	h := route.NewHandler(index,
+		definition.NewReconciler(client, index,
+			definition.WithRecorder(rec), definition.WithLogger(rt.Log), definition.WithAggregatedRoles(f.manageRBAC)),
+		revision.NewReconciler(client, store, index, pub,
+			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource("renderer/"+rt.Config.ReplicaID)),
+		composite.NewReconciler(client, index, store,
+			composite.WithPipeline(exec), composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithSecrets(secrets),
+			composite.WithRecorder(rec), composite.WithLogger(rt.Log)),
+		resolver, rt.Log)
+	w, err := bus.NewWorker(rt.NATS, js, bus.Renderer, rt.Config.ReplicaID, h,
+		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency), bus.WithHandlerTimeout(f.handlerTimeout))
+	if err != nil {
+		return err
+	}
+	rt.AddReadinessCheck("worker", func(context.Context) error {
+		if !w.Ready() {
+			return errors.New("the bus worker is not running")
+		}
 		return nil
-	}, nil)
+	})
+	if f.apiReport > 0 {
+		go reportAPI(ctx, rt, total, f.apiReport)
+	}
+	rt.Log.Info("ready", "concurrency", f.concurrency, "kubeQPS", f.qps, "kubeBurst", f.burst)
+	err = w.Run(ctx)
+
+	// Let requeues published by the last handlers reach JetStream before the
+	// runtime drains NATS.
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ferr := pub.Flush(fctx); ferr != nil {
+		rt.Log.Warn("some requeue events may not have been stored", "err", ferr)
+	}
+	return err
+}
+
+// reportAPI logs the renderer's API requests so far every interval, when
+// they changed.
+func reportAPI(ctx context.Context, rt *service.Runtime, total *kube.Tally, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var reads, writes int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r, w := total.Reads(), total.Writes()
+		if r != reads || w != writes {
+			rt.Log.Info("API requests so far", "reads", r, "writes", w)
+			reads, writes = r, w
+		}
+	}
+}
+
+// retry calls f with exponential backoff until it succeeds or ctx ends.
+func retry(ctx context.Context, f func() error, notify func(error, time.Duration)) error {
+	bo := backoff.NewExponentialBackOff(backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(0))
+	err := backoff.RetryNotify(f, backoff.WithContext(bo, ctx), notify)
+	if err != nil && ctx.Err() != nil {
+		return errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
+		return d
+	}
+	return def
+}
+
+func envInt(k string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return n
+	}
+	return def
+}
+
+func envFloat(k string, def float64) float64 {
+	if n, err := strconv.ParseFloat(os.Getenv(k), 64); err == nil {
+		return n
+	}
+	return def
+}
+
+func envBool(k string, def bool) bool {
+	if b, err := strconv.ParseBool(os.Getenv(k)); err == nil {
+		return b
+	}
+	return def
 }

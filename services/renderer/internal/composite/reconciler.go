@@ -1,0 +1,492 @@
+// Package composite renders composite resources (XRs): it selects an XR's
+// Composition and revision, reads the composed resources the XR references,
+// renders the desired ones (patch and transform for mode Resources, the
+// function pipeline for mode Pipeline), records them in the XR's
+// spec.resourceRefs, applies them, deletes those that left the Composition,
+// and applies the XR's status: the fields the Composition writes back,
+// Synced and Ready, and Loom's per-resource summary.
+//
+// # API economy
+//
+// A render reads the XR and each composed resource it references (GET, never
+// LIST), and reads revisions through a short-lived cache. It writes only what
+// changes, and at most once per object: one merge patch of the XR's spec
+// (selection refs and resourceRefs together, before any composed resource is
+// created, so that nothing can leak), one server-side apply per composed
+// resource whose applied fields differ from the cluster's (see package apply),
+// one delete per resource that left the Composition, and one server-side
+// apply of the XR's status whose content differs (conditions keep their
+// lastTransitionTime unless they really change). Rendering an unchanged XR
+// therefore writes nothing.
+//
+// # Errors
+//
+// Every failure is reported on the XR's Synced condition with a message that
+// names the failing template, patch, step or resource and quotes the cause,
+// and as a Warning Event when the message is new. Invalid input (a patch
+// that cannot apply, an incompatible Composition, a fatal function result, an
+// apply the API server rejects as invalid) returns a permanent error: the
+// renderer waits for the input to change. Missing input (no compatible
+// Composition, no revision, a missing EnvironmentConfig) waits for the
+// change that brings it, which the watcher or the revision fan-out delivers.
+// Anything else (the API server, a function that is unreachable) returns an
+// error that the bus retries with backoff.
+package composite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/compose"
+	"github.com/loomxr/loom/pkg/fn"
+	"github.com/loomxr/loom/pkg/watchreq"
+	"github.com/loomxr/loom/pkg/xcrd"
+	"github.com/loomxr/loom/services/renderer/internal/event"
+	"github.com/loomxr/loom/services/renderer/internal/kube"
+)
+
+// AnnotationPaused pauses the reconciliation of an XR.
+const AnnotationPaused = "crossplane.io/paused"
+
+// errInvalidSpec marks invalid input found by the renderer itself.
+var errInvalidSpec = errors.New("invalid input")
+
+// A Client reads and writes objects.
+type Client interface {
+	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error)
+	List(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]unstructured.Unstructured, error)
+	Apply(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	MergePatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch map[string]any) (*unstructured.Unstructured, error)
+	Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, uid types.UID) error
+	Namespaced(gvk schema.GroupVersionKind) (bool, error)
+}
+
+// Definitions finds the XRD that defines a kind of XR.
+type Definitions interface {
+	ForComposite(ctx context.Context, gk schema.GroupKind) (*v1.CompositeResourceDefinition, error)
+}
+
+// Revisions reads CompositionRevisions (see revision.Store).
+type Revisions interface {
+	List(ctx context.Context, composition string, fresh bool) ([]*v1.CompositionRevision, error)
+	Get(ctx context.Context, name string, fresh bool) (*v1.CompositionRevision, error)
+}
+
+// A Pipeline runs function pipelines (see fn.Executor).
+type Pipeline interface {
+	Run(ctx context.Context, steps []fn.Step, observed fn.State, o ...fn.RunOption) (fn.Outcome, error)
+}
+
+// Watches records what the watcher must watch on behalf of an XR (see
+// package watchreq).
+type Watches interface {
+	Put(ctx context.Context, xrUID string, reqs []watchreq.Request) error
+}
+
+// A SecretReader reads the data of a Secret; a Secret that does not exist
+// reads as nil data without error.
+type SecretReader interface {
+	ReadSecret(ctx context.Context, namespace, name string) (map[string][]byte, error)
+}
+
+// A Request names the XR to render.
+type Request struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+	UID       types.UID
+	// Fresh asks for the Composition's revisions to be read afresh,
+	// bypassing the cache: set it when a Composition or revision changed.
+	Fresh bool
+}
+
+// A Reconciler renders XRs. It is safe for concurrent use on different XRs;
+// the bus never hands it the same XR twice at once.
+type Reconciler struct {
+	client    Client
+	defs      Definitions
+	revisions Revisions
+	pipeline  Pipeline
+	watches   Watches
+	secrets   SecretReader
+	rec       event.Recorder
+	log       *slog.Logger
+
+	// memo remembers, per XR UID, what the renderer last told the watcher
+	// and which function results it last emitted, so that unchanged ones
+	// cost nothing.
+	memo *memo
+}
+
+// An Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithRecorder sets the Event recorder (default: none).
+func WithRecorder(r event.Recorder) Option { return func(rc *Reconciler) { rc.rec = r } }
+
+// WithLogger sets the logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(rc *Reconciler) { rc.log = l } }
+
+// WithPipeline sets the function pipeline runner. Without one, XRs of
+// Compositions in mode Pipeline fail.
+func WithPipeline(p Pipeline) Option { return func(rc *Reconciler) { rc.pipeline = p } }
+
+// WithWatches sets where watch requests are recorded. Without it nothing is
+// recorded (and nothing re-renders an XR when its EnvironmentConfigs or
+// extra resources change).
+func WithWatches(w Watches) Option { return func(rc *Reconciler) { rc.watches = w } }
+
+// WithSecrets sets how connection Secrets are read for the observed state of
+// function pipelines. Without it, observed connection details are empty.
+func WithSecrets(s SecretReader) Option { return func(rc *Reconciler) { rc.secrets = s } }
+
+// NewReconciler returns a Reconciler.
+func NewReconciler(c Client, d Definitions, revs Revisions, o ...Option) *Reconciler {
+	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(16384)}
+	for _, fn := range o {
+		fn(r)
+	}
+	return r
+}
+
+// state is one render's view of its XR.
+type state struct {
+	xr        *unstructured.Unstructured
+	xrd       *v1.CompositeResourceDefinition
+	machinery []string
+}
+
+func (s *state) path(fields ...string) []string {
+	return append(append(make([]string, 0, len(s.machinery)+len(fields)), s.machinery...), fields...)
+}
+
+func (s *state) getString(fields ...string) string {
+	v, _, _ := unstructured.NestedString(s.xr.Object, s.path(fields...)...)
+	return v
+}
+
+func (s *state) namespaced() bool { return s.xrd.GetScope() == v1.CompositeResourceScopeNamespaced }
+
+// Reconcile renders the XR the request names. It is idempotent and writes
+// only what changed. The result asks for the XR again when a function's TTL
+// runs out.
+func (r *Reconciler) Reconcile(ctx context.Context, req Request) (bus.Result, error) {
+	tally := &kube.Tally{}
+	ctx = kube.WithTally(ctx, tally)
+	start := time.Now()
+	res, err := r.reconcile(ctx, req)
+	r.log.Debug("Rendered composite resource", "kind", req.GVK.Kind, "name", req.Name, "namespace", req.Namespace,
+		"reads", tally.Reads(), "writes", tally.Writes(), "duration", time.Since(start).Round(time.Millisecond), "err", err)
+	return res, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, error) {
+	xr, err := r.client.Get(ctx, req.GVK, req.Namespace, req.Name)
+	if kerrors.IsNotFound(err) {
+		return bus.Result{}, r.forget(ctx, req.UID)
+	}
+	if err != nil {
+		return bus.Result{}, fmt.Errorf("cannot get %s %q: %w", req.GVK.Kind, req.Name, err)
+	}
+	if req.UID != "" && xr.GetUID() != req.UID {
+		// The event was for an XR of the same name that is gone.
+		if err := r.forget(ctx, req.UID); err != nil {
+			return bus.Result{}, err
+		}
+	}
+	xrd, err := r.defs.ForComposite(ctx, req.GVK.GroupKind())
+	if err != nil {
+		return bus.Result{}, err
+	}
+	if xrd == nil {
+		return bus.Result{}, nil
+	}
+	if xr.GetDeletionTimestamp() != nil {
+		// Kubernetes garbage collection deletes the composed resources
+		// through their controller references.
+		return bus.Result{}, r.forget(ctx, xr.GetUID())
+	}
+	st := &state{xr: xr, xrd: xrd, machinery: strings.Split(xcrd.SpecMachineryPath(xrd.GetScope()), ".")}
+	if xr.GetAnnotations()[AnnotationPaused] == "true" {
+		return bus.Result{}, r.paused(ctx, st)
+	}
+
+	sel := &selection{patch: map[string]any{}}
+	if err := r.selectComposition(ctx, st, sel); err != nil {
+		return r.fail(ctx, st, sel, nil, fmt.Errorf("cannot select a Composition: %w", err))
+	}
+	if err := r.selectRevision(ctx, st, sel, req.Fresh); err != nil {
+		return r.fail(ctx, st, sel, nil, fmt.Errorf("cannot select a revision of Composition %q: %w", sel.composition, err))
+	}
+	if err := checkCompatible(xr, sel.revision); err != nil {
+		return r.fail(ctx, st, sel, nil, err)
+	}
+	if ns := sel.revision.Spec.WriteConnectionSecretsToNamespace; ns != nil && *ns != "" && xrd.GetScope().Legacy() {
+		if st.getString(xcrd.FieldWriteConnectionSecretToRef, "name") == "" {
+			sel.patch[xcrd.FieldWriteConnectionSecretToRef] = map[string]any{"name": string(xr.GetUID()), "namespace": *ns}
+		}
+	}
+
+	observed, err := r.observe(ctx, st)
+	if err != nil {
+		return bus.Result{}, err
+	}
+	spec := &sel.revision.Spec.CompositionSpec
+	var out *rendered
+	switch spec.GetMode() {
+	case v1.CompositionModeResources:
+		out, err = r.renderResources(ctx, st, spec, observed)
+	case v1.CompositionModePipeline:
+		out, err = r.renderPipeline(ctx, st, spec, observed)
+	default:
+		err = fmt.Errorf("%w: spec.mode %q of CompositionRevision %q is neither Resources nor Pipeline", errInvalidSpec, spec.Mode, sel.revision.GetName())
+	}
+	if out != nil {
+		if werr := r.recordWatches(ctx, st, out); werr != nil {
+			return bus.Result{}, werr
+		}
+	}
+	if err != nil {
+		return r.fail(ctx, st, sel, out, fmt.Errorf("cannot compose resources with revision %q of Composition %q: %w", sel.revision.GetName(), sel.composition, err))
+	}
+	if err := r.checkScope(st, out); err != nil {
+		return r.fail(ctx, st, sel, out, err)
+	}
+
+	// Record every resource the render may create before creating any.
+	gc := doomed(st, out, observed)
+	if refs, change := resourceRefs(st, out, gc); change {
+		sel.patch[xcrd.FieldResourceRefs] = refs
+	}
+	if err := r.patchSpec(ctx, st, sel); err != nil {
+		return bus.Result{}, err
+	}
+	applyErr := r.applyResources(ctx, st, out)
+	gcErr := r.garbageCollect(ctx, st, gc)
+
+	errs := append(append([]error{}, out.errs...), applyErr, gcErr)
+	synced := errors.Join(errs...)
+	if err := r.writeStatus(ctx, st, out, synced); err != nil {
+		return bus.Result{}, err
+	}
+	r.emitResults(st, out)
+	result := bus.Result{RequeueAfter: out.requeueAfter}
+	if synced == nil {
+		return result, nil
+	}
+	if permanent(synced) {
+		return result, bus.Permanent(synced)
+	}
+	return result, synced
+}
+
+// fail records a render that produced nothing to apply: the selection refs
+// decided so far, the Synced condition, the watched resources. It returns the
+// error classified for the bus.
+func (r *Reconciler) fail(ctx context.Context, st *state, sel *selection, out *rendered, cause error) (bus.Result, error) {
+	if err := r.patchSpec(ctx, st, sel); err != nil {
+		return bus.Result{}, err
+	}
+	if out == nil {
+		out = &rendered{}
+	}
+	out.failed = true
+	if err := r.writeStatus(ctx, st, out, cause); err != nil {
+		return bus.Result{}, err
+	}
+	r.emitResults(st, out)
+	switch {
+	case permanent(cause):
+		return bus.Result{}, bus.Permanent(cause)
+	case waiting(cause):
+		return bus.Result{}, nil
+	default:
+		return bus.Result{}, cause
+	}
+}
+
+// permanent reports whether retrying cannot help until the input changes.
+func permanent(err error) bool {
+	if errors.Is(err, errInvalidSpec) || errors.Is(err, compose.ErrInvalid) || fn.IsPermanent(err) {
+		return true
+	}
+	var se *kerrors.StatusError
+	if errors.As(err, &se) {
+		return kerrors.IsInvalid(err) || kerrors.IsBadRequest(err)
+	}
+	return false
+}
+
+// waiting reports whether the render waits for input that an event will
+// announce when it appears.
+func waiting(err error) bool {
+	return errors.Is(err, errNoCompatible) || errors.Is(err, errNoRevision) || errors.Is(err, compose.ErrUnavailable)
+}
+
+// paused records that the XR's reconciliation is paused.
+func (r *Reconciler) paused(ctx context.Context, st *state) error {
+	out := &rendered{failed: true, paused: true}
+	return r.writeStatus(ctx, st, out, nil)
+}
+
+// forget drops what the renderer recorded for a gone XR.
+func (r *Reconciler) forget(ctx context.Context, uid types.UID) error {
+	if uid == "" {
+		return nil
+	}
+	defer r.memo.forget(uid)
+	if r.watches == nil || !r.memo.hasWatches(uid) {
+		return nil
+	}
+	if err := r.watches.Put(ctx, string(uid), nil); err != nil {
+		return err
+	}
+	return nil
+}
+
+// recordWatches tells the watcher what to watch for the XR, when that
+// changed since this replica last said.
+func (r *Reconciler) recordWatches(ctx context.Context, st *state, out *rendered) error {
+	if r.watches == nil {
+		return nil
+	}
+	uid := st.xr.GetUID()
+	key, err := watchreq.Encode(out.watches)
+	if err != nil {
+		return fmt.Errorf("cannot record watch requests of %s %q: %w", st.xr.GetKind(), st.xr.GetName(), err)
+	}
+	if !r.memo.watchesChanged(uid, string(key)) {
+		return nil
+	}
+	if err := r.watches.Put(ctx, string(uid), out.watches); err != nil {
+		r.memo.forgetWatches(uid)
+		return err
+	}
+	return nil
+}
+
+// memo is a bounded per-XR memory of a replica.
+type memo struct {
+	mu      sync.Mutex
+	max     int
+	watches map[types.UID]string
+	results map[types.UID]string
+}
+
+func newMemo(max int) *memo {
+	return &memo{max: max, watches: map[types.UID]string{}, results: map[types.UID]string{}}
+}
+
+// watchesChanged reports whether key differs from what was last recorded
+// for uid (unknown counts as changed: the watcher may hold requests from
+// before a restart), and records key.
+func (m *memo) watchesChanged(uid types.UID, key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if prev, known := m.watches[uid]; known && prev == key {
+		return false
+	}
+	if len(m.watches) >= m.max {
+		m.watches = map[types.UID]string{}
+	}
+	m.watches[uid] = key
+	return true
+}
+
+// hasWatches reports whether uid may have watch requests recorded.
+func (m *memo) hasWatches(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.watches[uid]
+	return !ok || k != noWatches
+}
+
+// noWatches is the encoding of no watch requests.
+const noWatches = "[]"
+
+func (m *memo) forgetWatches(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.watches, uid)
+}
+
+// resultsChanged reports whether key differs from the results last emitted
+// for uid, and records it.
+func (m *memo) resultsChanged(uid types.UID, key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if prev, ok := m.results[uid]; ok && prev == key {
+		return false
+	}
+	if len(m.results) >= m.max {
+		m.results = map[types.UID]string{}
+	}
+	m.results[uid] = key
+	return true
+}
+
+func (m *memo) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.watches, uid)
+	delete(m.results, uid)
+}
+
+// emitResults turns the function results of a render into Events, when they
+// differ from the ones this replica emitted last for the XR.
+func (r *Reconciler) emitResults(st *state, out *rendered) {
+	if len(out.results) == 0 {
+		return
+	}
+	var b strings.Builder
+	for _, res := range out.results {
+		fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%s\x01", res.Step, res.Severity, res.Reason, res.Message)
+	}
+	if !r.memo.resultsChanged(st.xr.GetUID(), b.String()) {
+		return
+	}
+	for _, res := range out.results {
+		typ := event.TypeNormal
+		if res.Severity != fn.SeverityNormal {
+			typ = event.TypeWarning
+		}
+		r.rec.Event(st.xr, typ, res.Reason, "RunFunction", fmt.Sprintf("Pipeline step %q: %s", res.Step, res.Message))
+	}
+}
+
+// conditionsOf is the Synced condition of a render.
+func syncedCondition(out *rendered, err error) common.Condition {
+	switch {
+	case out.paused:
+		return common.ReconcilePaused()
+	case err != nil:
+		return common.ReconcileError(errors.New(boundMessage(err.Error())))
+	default:
+		return common.ReconcileSuccess()
+	}
+}
+
+// maxMessageLength bounds condition messages; the rest is cut.
+const maxMessageLength = 2048
+
+func boundMessage(s string) string {
+	if len(s) <= maxMessageLength {
+		return s
+	}
+	return s[:maxMessageLength-3] + "..."
+}

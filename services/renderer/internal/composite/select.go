@@ -1,0 +1,201 @@
+package composite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/xcrd"
+	"github.com/loomxr/loom/services/renderer/internal/revision"
+)
+
+// selection is what the renderer decided about an XR's Composition and
+// revision, and the machinery fields that decision changes.
+type selection struct {
+	composition string
+	revision    *v1.CompositionRevision
+	// patch holds the machinery fields to write, keyed by field name
+	// (relative to the XR's machinery path).
+	patch map[string]any
+	// selectedBy says how the renderer chose the Composition just now
+	// (for an Event), empty when the XR already named it.
+	selectedBy string
+}
+
+// Selection errors. They are unavailable input: a new Composition or
+// revision requeues the XRs that wait for one.
+var (
+	errNoCompatible = errors.New("no compatible Compositions found")
+	errNoRevision   = errors.New("no CompositionRevision found")
+)
+
+// selectComposition decides the XR's Composition in the upstream order:
+// the XRD's enforcedCompositionRef always wins; an XR that names a
+// Composition keeps it; one without a ref or a selector gets the XRD's
+// defaultCompositionRef; otherwise a Composition is chosen among those whose
+// compositeTypeRef is the XR's kind and whose labels match the XR's
+// compositionSelector (all, without one).
+//
+// Crossplane picks one of several matching Compositions at random. Loom picks
+// deterministically: the one whose name, hashed together with the XR's UID
+// (FNV-1a, 64 bit), is highest (rendezvous hashing). The same XR always gets
+// the same Composition, a render repeated after a crash writes the same ref,
+// and XRs still spread evenly over equivalent Compositions; adding or
+// removing a Composition moves only the XRs it wins or won.
+func (r *Reconciler) selectComposition(ctx context.Context, st *state, sel *selection) error {
+	cur := st.getString(xcrd.FieldCompositionRef, "name")
+	if ref := st.xrd.Spec.EnforcedCompositionRef; ref != nil {
+		sel.composition = ref.Name
+		if cur != ref.Name {
+			sel.patch[xcrd.FieldCompositionRef] = map[string]any{"name": ref.Name}
+			sel.selectedBy = "the definition's enforcedCompositionRef"
+		}
+		return nil
+	}
+	if cur != "" {
+		sel.composition = cur
+		return nil
+	}
+	matchLabels, hasSelector, _ := unstructured.NestedStringMap(st.xr.Object, st.path(xcrd.FieldCompositionSelector, "matchLabels")...)
+	if ref := st.xrd.Spec.DefaultCompositionRef; ref != nil && !hasSelector {
+		sel.composition = ref.Name
+		sel.patch[xcrd.FieldCompositionRef] = map[string]any{"name": ref.Name}
+		sel.selectedBy = "the definition's defaultCompositionRef"
+		return nil
+	}
+	items, err := r.client.List(ctx, revision.CompositionGVK, "", labels.SelectorFromSet(matchLabels))
+	if err != nil {
+		return fmt.Errorf("cannot list Compositions: %w", err)
+	}
+	var names []string
+	for i := range items {
+		ref, _, _ := unstructured.NestedString(items[i].Object, "spec", "compositeTypeRef", "apiVersion")
+		kind, _, _ := unstructured.NestedString(items[i].Object, "spec", "compositeTypeRef", "kind")
+		if ref == st.xr.GetAPIVersion() && kind == st.xr.GetKind() && items[i].GetDeletionTimestamp() == nil {
+			names = append(names, items[i].GetName())
+		}
+	}
+	if len(names) == 0 {
+		if hasSelector {
+			return fmt.Errorf("%w for compositionSelector %s", errNoCompatible, labels.SelectorFromSet(matchLabels))
+		}
+		return errNoCompatible
+	}
+	sel.composition = Choose(st.xr.GetUID(), names)
+	sel.patch[xcrd.FieldCompositionRef] = map[string]any{"name": sel.composition}
+	sel.selectedBy = fmt.Sprintf("label selection among %d compatible Compositions", len(names))
+	return nil
+}
+
+// Choose returns the name among names whose FNV-1a hash with uid is
+// highest, ties broken by the smaller name. names must not be empty.
+func Choose(uid types.UID, names []string) string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	best, bestHash := "", uint64(0)
+	for _, n := range names {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(uid))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(n))
+		if s := h.Sum64(); best == "" || s > bestHash {
+			best, bestHash = n, s
+		}
+	}
+	return best
+}
+
+// selectRevision decides the XR's CompositionRevision. Under the Manual
+// update policy an XR keeps the revision it references once it has one.
+// Otherwise (Automatic, the default) it moves to the revision with the
+// highest number among the Composition's revisions that match its
+// compositionRevisionSelector (or the XRD's defaultCompositionRevisionSelector,
+// which is then written to the XR). fresh bypasses the revision cache.
+func (r *Reconciler) selectRevision(ctx context.Context, st *state, sel *selection, fresh bool) error {
+	policy := st.getString(xcrd.FieldCompositionUpdatePolicy)
+	if policy == "" && st.xrd.Spec.DefaultCompositionUpdatePolicy != nil {
+		policy = string(*st.xrd.Spec.DefaultCompositionUpdatePolicy)
+	}
+	cur := st.getString(xcrd.FieldCompositionRevisionRef, "name")
+
+	if policy == string(v1.UpdateManual) && cur != "" {
+		rev, err := r.revisions.Get(ctx, cur, fresh)
+		if kerrors.IsNotFound(err) {
+			return fmt.Errorf("%w: compositionRevisionRef names CompositionRevision %q, which does not exist", errNoRevision, cur)
+		}
+		if err != nil {
+			return err
+		}
+		if rev.GetLabels()[v1.LabelCompositionName] == sel.composition {
+			sel.revision = rev
+			return nil
+		}
+		// The XR moved to another Composition: take its latest revision.
+	}
+
+	var rs labels.Selector
+	if ml, ok, _ := unstructured.NestedStringMap(st.xr.Object, st.path(xcrd.FieldCompositionRevisionSelector, "matchLabels")...); ok {
+		rs = labels.SelectorFromSet(ml)
+	} else if d := st.xrd.Spec.DefaultCompositionRevisionSelector; d != nil {
+		s, err := metav1.LabelSelectorAsSelector(d)
+		if err != nil {
+			return fmt.Errorf("%w: the definition's defaultCompositionRevisionSelector: %w", errInvalidSpec, err)
+		}
+		rs = s
+		ml := map[string]any{}
+		for k, v := range d.MatchLabels {
+			ml[k] = v
+		}
+		sel.patch[xcrd.FieldCompositionRevisionSelector] = map[string]any{"matchLabels": ml}
+	}
+
+	revs, err := r.revisions.List(ctx, sel.composition, fresh)
+	if err != nil {
+		return err
+	}
+	latest := revision.Latest(revs, rs)
+	stale := latest == nil || (cur != "" && !slices.ContainsFunc(revs, func(r *v1.CompositionRevision) bool { return r.GetName() == cur }))
+	if stale && !fresh {
+		// The cache may predate the revision: read afresh once.
+		if revs, err = r.revisions.List(ctx, sel.composition, true); err != nil {
+			return err
+		}
+		latest = revision.Latest(revs, rs)
+	}
+	if latest == nil {
+		if rs != nil {
+			return fmt.Errorf("%w for Composition %q matching compositionRevisionSelector %s", errNoRevision, sel.composition, rs)
+		}
+		return fmt.Errorf("%w for Composition %q (does it exist?)", errNoRevision, sel.composition)
+	}
+	sel.revision = latest
+	if cur != latest.GetName() {
+		sel.patch[xcrd.FieldCompositionRevisionRef] = map[string]any{"name": latest.GetName()}
+	}
+	return nil
+}
+
+// checkCompatible returns an error if the revision is for another kind of XR.
+func checkCompatible(xr *unstructured.Unstructured, rev *v1.CompositionRevision) error {
+	ref := rev.Spec.CompositeTypeRef
+	if ref.APIVersion == xr.GetAPIVersion() && ref.Kind == xr.GetKind() {
+		return nil
+	}
+	return fmt.Errorf("%w: referenced composition is not compatible with this composite resource: CompositionRevision %q is for %s, %s, not %s, %s",
+		errInvalidSpec, rev.GetName(), ref.Kind, ref.APIVersion, xr.GetKind(), xr.GetAPIVersion())
+}
+
+// typed decodes an unstructured object.
+func typed(u *unstructured.Unstructured, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into)
+}

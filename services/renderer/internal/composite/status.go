@@ -1,0 +1,294 @@
+package composite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/loomxr/loom/pkg/apis/common"
+	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
+	"github.com/loomxr/loom/pkg/xcrd"
+	"github.com/loomxr/loom/services/renderer/internal/apply"
+	"github.com/loomxr/loom/services/renderer/internal/conditions"
+	"github.com/loomxr/loom/services/renderer/internal/event"
+	"github.com/loomxr/loom/services/renderer/internal/kube"
+)
+
+// Reasons of the per-resource summary.
+const (
+	reasonAvailable      = "Available"
+	reasonCreating       = "Creating"
+	reasonNotReady       = "ReadinessCheckFailed"
+	reasonTemplateFailed = "RenderFailed"
+	reasonApplyFailed    = "ApplyFailed"
+	reasonKept           = "Unchanged"
+)
+
+// writeStatus applies the XR's status after a render, unless the XR already
+// shows it: Synced from err, Ready from the composed resources, the status
+// fields the render writes and Loom's summary. After a render that failed as
+// a whole, the fields the renderer owns keep their observed values and only
+// Synced changes. A new error is also recorded as a Warning Event.
+func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, err error) error {
+	xr := st.xr
+	observed := conditions.Observed(xr)
+	gen := xr.GetGeneration()
+	synced := syncedCondition(out, err).WithObservedGeneration(gen)
+	want := []common.Condition{synced}
+	status := map[string]any{}
+
+	if out.failed {
+		owned := ownedStatus(xr)
+		have, _, _ := unstructured.NestedMap(xr.Object, "status")
+		for k := range owned.fields {
+			if k == xcrd.FieldConditions {
+				continue
+			}
+			if v, ok := have[k]; ok {
+				status[k] = v
+			}
+		}
+		for _, t := range owned.conditions {
+			if t == common.TypeSynced {
+				continue
+			}
+			if c, ok := conditions.Get(observed, t); ok {
+				want = append(want, c)
+			}
+		}
+	} else {
+		for k, v := range out.status {
+			status[k] = v
+		}
+		want = append(want, readyCondition(out).WithObservedGeneration(gen))
+		want = append(want, out.conditions...)
+		status[xcrd.FieldLoom] = summary(out)
+		if len(out.claimConditionTypes) > 0 {
+			types := make([]any, 0, len(out.claimConditionTypes))
+			for _, t := range out.claimConditionTypes {
+				types = append(types, t)
+			}
+			status[xcrd.FieldClaimConditionTypes] = types
+		}
+	}
+	if len(out.watched) > 0 {
+		status[xcrd.FieldWatchedResourceRefs] = watchedRefs(out.watched)
+	}
+
+	want = conditions.Settle(observed, want)
+	conds, cerr := conditions.Unstructured(want)
+	if cerr != nil {
+		return cerr
+	}
+	status[xcrd.FieldConditions] = conds
+	meta := map[string]any{"name": xr.GetName()}
+	if xr.GetNamespace() != "" {
+		meta["namespace"] = xr.GetNamespace()
+	}
+	intent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": xr.GetAPIVersion(),
+		"kind":       xr.GetKind(),
+		"metadata":   meta,
+		"status":     status,
+	}}
+	change, aerr := apply.Changes(xr, intent, kube.FieldManager, "status")
+	if aerr != nil {
+		return aerr
+	}
+	if !change {
+		return nil
+	}
+	got, aerr := r.client.ApplyStatus(ctx, intent)
+	if aerr != nil {
+		return fmt.Errorf("cannot apply status of %s %q: %w", xr.GetKind(), xr.GetName(), aerr)
+	}
+	if prev, _ := conditions.Get(observed, common.TypeSynced); err != nil && prev.Message != synced.Message {
+		r.rec.Event(xr, event.TypeWarning, event.ReasonComposeResources, "Compose", synced.Message)
+	}
+	st.xr = got
+	return nil
+}
+
+// owned is what the renderer owns of an XR's status.
+type owned struct {
+	fields     map[string]bool
+	conditions []common.ConditionType
+}
+
+// ownedStatus returns the top-level status fields and the condition types
+// the renderer applied to the XR before.
+func ownedStatus(xr *unstructured.Unstructured) owned {
+	o := owned{fields: map[string]bool{}}
+	tree, ok, err := apply.Owned(xr, kube.FieldManager, "status")
+	if err != nil || !ok {
+		return o
+	}
+	st, _ := tree["f:status"].(map[string]any)
+	for k, v := range st {
+		name, ok := strings.CutPrefix(k, "f:")
+		if !ok {
+			continue
+		}
+		o.fields[name] = true
+		if name != xcrd.FieldConditions {
+			continue
+		}
+		cs, _ := v.(map[string]any)
+		for ck := range cs {
+			raw, ok := strings.CutPrefix(ck, "k:")
+			if !ok {
+				continue
+			}
+			var key struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal([]byte(raw), &key) == nil && key.Type != "" {
+				o.conditions = append(o.conditions, common.ConditionType(key.Type))
+			}
+		}
+	}
+	slices.Sort(o.conditions)
+	return o
+}
+
+// ownedStatusFields returns the top-level status fields the renderer
+// applied to the XR before.
+func ownedStatusFields(xr *unstructured.Unstructured) map[string]bool { return ownedStatus(xr).fields }
+
+func equalJSON(a, b any) bool { return apply.Equal(a, b) }
+
+// readyCondition is the XR's Ready condition: Available when every composed
+// resource is ready (or a function said the XR is), else Creating naming the
+// first three unready resources.
+func readyCondition(out *rendered) common.Condition {
+	var unready []string
+	for _, c := range out.resources {
+		if !c.ready {
+			unready = append(unready, c.name)
+		}
+	}
+	if out.ready != nil {
+		if *out.ready {
+			return common.Available()
+		}
+		if len(unready) == 0 {
+			return common.Creating().WithMessage("The composition function pipeline marked the composite resource not ready")
+		}
+	}
+	if len(unready) == 0 {
+		return common.Available()
+	}
+	slices.Sort(unready)
+	return common.Creating().WithMessage("Unready resources: " + listNames(unready, 3))
+}
+
+// listNames lists names in English, showing at most max of them:
+// "a", "a and b", "a, b, and c", "a, b, c, and 2 more".
+func listNames(names []string, max int) string {
+	switch {
+	case len(names) == 1:
+		return names[0]
+	case len(names) == 2:
+		return names[0] + " and " + names[1]
+	case len(names) <= max:
+		return strings.Join(names[:len(names)-1], ", ") + ", and " + names[len(names)-1]
+	default:
+		return fmt.Sprintf("%s, and %d more", strings.Join(names[:max], ", "), len(names)-max)
+	}
+}
+
+// summary is Loom's status.loom: one entry per composed resource, unready
+// ones first, then by name, at most MaxResourceSummaries; the rest counted.
+func summary(out *rendered) map[string]any {
+	type entry struct {
+		s     loomv1alpha1.ComposedResourceSummary
+		ready bool
+	}
+	entries := make([]entry, 0, len(out.resources))
+	for _, c := range out.resources {
+		s := loomv1alpha1.ComposedResourceSummary{ResourceName: c.name, Ready: string(corev1.ConditionFalse)}
+		obj := c.observed
+		if obj == nil {
+			obj = c.desired
+		}
+		if obj != nil {
+			s.APIVersion, s.Kind, s.Name, s.Namespace = obj.GetAPIVersion(), obj.GetKind(), obj.GetName(), obj.GetNamespace()
+		}
+		switch {
+		case c.applyErr != nil:
+			s.Reason, s.Message = reasonApplyFailed, c.applyErr.Error()
+		case c.err != nil:
+			s.Reason, s.Message = reasonTemplateFailed, c.message
+		case c.ready:
+			s.Ready, s.Reason = string(corev1.ConditionTrue), reasonAvailable
+		case c.observed == nil && c.desired == nil:
+			s.Reason, s.Message = reasonKept, c.message
+		case c.observed == nil:
+			s.Reason, s.Message = reasonCreating, c.message
+		default:
+			s.Reason, s.Message = readyReason(c.observed), c.message
+		}
+		if len(s.Message) > loomv1alpha1.MaxSummaryMessageLength {
+			s.Message = s.Message[:loomv1alpha1.MaxSummaryMessageLength-3] + "..."
+		}
+		entries = append(entries, entry{s: s, ready: c.ready})
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int {
+		if a.ready != b.ready {
+			if !a.ready {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.s.ResourceName, b.s.ResourceName)
+	})
+	out2 := map[string]any{}
+	n := min(len(entries), loomv1alpha1.MaxResourceSummaries)
+	list := make([]any, 0, n)
+	for _, e := range entries[:n] {
+		m := map[string]any{"resourceName": e.s.ResourceName, "apiVersion": e.s.APIVersion, "kind": e.s.Kind, "ready": e.s.Ready}
+		for k, v := range map[string]string{"name": e.s.Name, "namespace": e.s.Namespace, "reason": e.s.Reason, "message": e.s.Message} {
+			if v != "" {
+				m[k] = v
+			}
+		}
+		list = append(list, m)
+	}
+	if len(list) > 0 {
+		out2["resources"] = list
+	}
+	if omitted := len(entries) - n; omitted > 0 {
+		out2["omittedResources"] = int64(omitted)
+	}
+	return out2
+}
+
+// readyReason is the reason of an object's Ready condition, or
+// ReadinessCheckFailed when it has none.
+func readyReason(u *unstructured.Unstructured) string {
+	if c, ok := conditions.Get(conditions.Observed(u), common.TypeReady); ok && c.Reason != "" {
+		return string(c.Reason)
+	}
+	return reasonNotReady
+}
+
+// watchedRefs is the JSON form of status.watchedResourceRefs.
+func watchedRefs(refs []loomv1alpha1.WatchedResourceRef) []any {
+	out := make([]any, 0, len(refs))
+	for _, r := range refs {
+		m := map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "name": r.Name}
+		if r.Namespace != "" {
+			m["namespace"] = r.Namespace
+		}
+		if r.Step != "" {
+			m["step"] = r.Step
+		}
+		out = append(out, m)
+	}
+	return out
+}

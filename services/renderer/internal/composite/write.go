@@ -1,0 +1,170 @@
+package composite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/loomxr/loom/services/renderer/internal/apply"
+	"github.com/loomxr/loom/services/renderer/internal/event"
+	"github.com/loomxr/loom/services/renderer/internal/kube"
+)
+
+// patchSpec writes the machinery fields the render decided (selection refs,
+// resourceRefs, the default connection Secret reference) with one merge
+// patch, if there are any, and continues with the patched XR.
+func (r *Reconciler) patchSpec(ctx context.Context, st *state, sel *selection) error {
+	if len(sel.patch) == 0 {
+		return nil
+	}
+	var body any = sel.patch
+	for i := len(st.machinery) - 1; i >= 0; i-- {
+		body = map[string]any{st.machinery[i]: body}
+	}
+	u, err := r.client.MergePatch(ctx, st.xr.GroupVersionKind(), st.xr.GetNamespace(), st.xr.GetName(), body.(map[string]any)) //nolint:forcetypeassert // Built above.
+	if err != nil {
+		return fmt.Errorf("cannot update spec of %s %q: %w", st.xr.GetKind(), st.xr.GetName(), err)
+	}
+	if sel.selectedBy != "" {
+		r.rec.Event(u, event.TypeNormal, event.ReasonSelectComposition, "SelectComposition",
+			fmt.Sprintf("Selected Composition %q by %s", sel.composition, sel.selectedBy))
+	}
+	st.xr = u
+	sel.patch = map[string]any{}
+	return nil
+}
+
+// checkScope refuses a render of a Namespaced XR that composes a
+// cluster-scoped kind or writes to another namespace, before anything is
+// written.
+func (r *Reconciler) checkScope(st *state, out *rendered) error {
+	if !st.namespaced() {
+		return nil
+	}
+	var errs []error
+	for _, c := range out.resources {
+		if c.desired == nil {
+			continue
+		}
+		gvk := c.desired.GroupVersionKind()
+		ns, err := r.client.Namespaced(gvk)
+		if err != nil {
+			return fmt.Errorf("cannot look up kind %s of composed resource %q: %w", gvk, c.name, err)
+		}
+		switch {
+		case !ns:
+			errs = append(errs, fmt.Errorf("composed resource %q: %s is cluster scoped, and a Namespaced composite resource may compose only namespaced resources", c.name, gvk.Kind))
+		case c.desired.GetNamespace() != st.xr.GetNamespace():
+			errs = append(errs, fmt.Errorf("composed resource %q: namespace %q is not the composite resource's namespace %q", c.name, c.desired.GetNamespace(), st.xr.GetNamespace()))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: nothing was composed: %w", errInvalidSpec, errors.Join(errs...))
+	}
+	return nil
+}
+
+// applyResources server-side applies each desired composed resource whose
+// applied fields differ from the cluster's. A failure of one resource does
+// not stop the others; each is recorded on its entry and returned joined.
+func (r *Reconciler) applyResources(ctx context.Context, st *state, out *rendered) error {
+	var errs []error
+	for i := range out.resources {
+		c := &out.resources[i]
+		if c.desired == nil {
+			continue
+		}
+		intent := sanitize(c.desired)
+		change, err := apply.Changes(c.observed, intent, kube.FieldManager, "")
+		if err != nil {
+			return err
+		}
+		if !change {
+			continue
+		}
+		got, err := r.client.Apply(ctx, intent)
+		if err != nil {
+			c.applyErr = err
+			errs = append(errs, fmt.Errorf("cannot apply composed resource %q (%s %s): %w", c.name, c.desired.GetKind(), c.desired.GetName(), err))
+			continue
+		}
+		if c.observed == nil {
+			r.log.Debug("Created composed resource", "xr", st.xr.GetName(), "resource", c.name, "kind", got.GetKind(), "name", got.GetName())
+		}
+		c.observed = got
+		if c.readiness != nil && c.err == nil {
+			c.ready, c.message = c.readiness(got.Object)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sanitize returns the intent of applying desired: without status (the
+// status subresource is not applied through the main resource) and without
+// the metadata the API server sets.
+func sanitize(desired *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: make(map[string]any, len(desired.Object))}
+	for k, v := range desired.Object {
+		if k != "status" {
+			out.Object[k] = v
+		}
+	}
+	if md, ok := desired.Object["metadata"].(map[string]any); ok {
+		m := make(map[string]any, len(md))
+		for k, v := range md {
+			switch k {
+			case "resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds":
+			default:
+				m[k] = v
+			}
+		}
+		out.Object["metadata"] = m
+	}
+	return out
+}
+
+// doomed returns the observed composed resources the render no longer
+// wants and this XR controls: garbageCollect deletes them. They stay in the
+// XR's resourceRefs until they are gone, so that a failed delete is retried.
+// Nothing is doomed after a render that failed as a whole.
+func doomed(st *state, out *rendered, observed map[string]*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	if out.failed {
+		return nil
+	}
+	keep := make(map[string]bool, len(out.resources))
+	for _, c := range out.resources {
+		keep[c.name] = true
+	}
+	d := map[string]*unstructured.Unstructured{}
+	for name, o := range observed {
+		if keep[name] {
+			continue
+		}
+		if c := metav1.GetControllerOf(o); c == nil || c.UID != st.xr.GetUID() {
+			continue
+		}
+		d[name] = o
+	}
+	return d
+}
+
+// garbageCollect deletes the doomed composed resources that are not being
+// deleted yet.
+func (r *Reconciler) garbageCollect(ctx context.Context, st *state, doomed map[string]*unstructured.Unstructured) error {
+	var errs []error
+	for name, o := range doomed {
+		if o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if err := r.client.Delete(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName(), o.GetUID()); err != nil {
+			errs = append(errs, fmt.Errorf("cannot delete composed resource %q (%s %s): %w", name, o.GetKind(), o.GetName(), err))
+			continue
+		}
+		r.rec.Event(st.xr, event.TypeNormal, event.ReasonDeleteResources, "Delete",
+			fmt.Sprintf("Deleted composed resource %q (%s %s): it left the Composition", name, o.GetKind(), o.GetName()))
+	}
+	return errors.Join(errs...)
+}

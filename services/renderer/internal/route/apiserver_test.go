@@ -1,0 +1,675 @@
+package route_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/bus/bustest"
+	"github.com/loomxr/loom/pkg/stack"
+	"github.com/loomxr/loom/pkg/watchreq"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+	"github.com/loomxr/loom/services/renderer/internal/composite"
+	"github.com/loomxr/loom/services/renderer/internal/definition"
+	"github.com/loomxr/loom/services/renderer/internal/kube"
+	"github.com/loomxr/loom/services/renderer/internal/revision"
+	"github.com/loomxr/loom/services/renderer/internal/route"
+)
+
+// These tests run the renderer's handler in-process against a real
+// kube-apiserver (the local control plane, without any Loom service) and a
+// real embedded NATS server. They play the watcher by handing the handler
+// the requests the watcher would route, and the provider by writing the
+// NopResources' status, and count every API request the renderer makes.
+
+// env is the renderer wired as main wires it, with an admin client beside it.
+type env struct {
+	t       *testing.T
+	handler *route.Handler
+	admin   dynamic.Interface
+	js      jetstream.JetStream
+	cfg     bus.Config
+}
+
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a kube-apiserver; skipped with -short")
+	}
+	root, err := stack.FindRepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := os.Getenv("LOOM_K8S_BIN_DIR")
+	if bin == "" {
+		bin = filepath.Join(root, ".cache", "k8s", stack.KubernetesVersion)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
+		t.Skipf("no kube-apiserver in %s (run `make control-plane`)", bin)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	s, err := stack.Start(ctx, stack.Options{StateDir: t.TempDir(), K8sBinDir: bin, Services: []string{}, Log: t.Output()})
+	if err != nil {
+		t.Fatalf("cannot start the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("cannot stop the control plane: %v", err)
+		}
+	})
+
+	srv := bustest.Run(t)
+	nc, js := bustest.Connect(t, srv.URL())
+	cfg := bus.Config{}
+	if err := bus.EnsureStreams(t.Context(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := watchreq.EnsureBucket(t.Context(), js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc
+
+	rc := rest.CopyConfig(s.RESTConfig())
+	rc.QPS, rc.Burst = 200, 400
+	rc.Wrap(kube.Count(nil))
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kube.New(dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	index := definition.NewIndex(client)
+	store := revision.NewStore(client, time.Minute)
+	pub := bus.NewPublisher(js, bus.WithConfig(cfg))
+	h := route.NewHandler(index,
+		definition.NewReconciler(client, index, definition.WithLogger(log)),
+		revision.NewReconciler(client, store, index, pub, revision.WithLogger(log)),
+		composite.NewReconciler(client, index, store, composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithLogger(log)),
+		nil, log)
+
+	admin, err := dynamic.NewForConfig(s.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, handler: h, admin: admin, js: js, cfg: cfg}
+}
+
+// handle hands the handler a request for target, as the watcher would
+// after a change of cause (nil: the target itself), and returns what it
+// returned and the API requests it made.
+func (e *env) handle(target, cause *unstructured.Unstructured) (bus.Result, error, *kube.Tally) {
+	e.t.Helper()
+	if cause == nil {
+		cause = target
+	}
+	tally := &kube.Tally{}
+	ctx := kube.WithTally(e.t.Context(), tally)
+	res, err := e.handler.Handle(ctx, bus.Request{
+		Event:  &eventsv1.Event{Object: ref(cause), Type: eventsv1.EventType_EVENT_TYPE_MODIFIED},
+		Target: ref(target),
+	})
+	return res, err, tally
+}
+
+func ref(u *unstructured.Unstructured) *eventsv1.ObjectRef {
+	gvk := u.GroupVersionKind()
+	return &eventsv1.ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), Uid: string(u.GetUID())}
+}
+
+// resource returns the admin client of gvk.
+func (e *env) resource(gvk schema.GroupVersionKind, namespace string) dynamic.ResourceInterface {
+	plural := strings.ToLower(gvk.Kind) + "s"
+	r := e.admin.Resource(gvk.GroupVersion().WithResource(plural))
+	if namespace != "" {
+		return r.Namespace(namespace)
+	}
+	return r
+}
+
+// apply server-side applies a YAML document as the admin.
+func (e *env) apply(doc string) *unstructured.Unstructured {
+	e.t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		e.t.Fatal(err)
+	}
+	got, err := e.resource(u.GroupVersionKind(), u.GetNamespace()).Apply(e.t.Context(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "test", Force: true})
+	if err != nil {
+		e.t.Fatalf("cannot apply %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return got
+}
+
+func (e *env) get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	return e.resource(gvk, namespace).Get(e.t.Context(), name, metav1.GetOptions{})
+}
+
+func (e *env) mustGet(gvk schema.GroupVersionKind, namespace, name string) *unstructured.Unstructured {
+	e.t.Helper()
+	u, err := e.get(gvk, namespace, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return u
+}
+
+// eventually calls f until it returns nil, failing the test after timeout.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %v", timeout, err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// provide plays the provider: it mirrors a NopResource's
+// spec.forProvider.fields to status.atProvider.fields and sets Ready=True.
+func (e *env) provide(u *unstructured.Unstructured) {
+	e.t.Helper()
+	fields, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "fields")
+	status := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
+		"metadata": map[string]any{"name": u.GetName()},
+		"status": map[string]any{
+			"atProvider": map[string]any{"fields": fields},
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"}},
+		},
+	}}
+	if _, err := e.resource(u.GroupVersionKind(), "").ApplyStatus(e.t.Context(), u.GetName(), status, metav1.ApplyOptions{FieldManager: "test-provider", Force: true}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+var (
+	xrdGVK  = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "CompositeResourceDefinition"}
+	crdGVK  = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+	compGVK = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "Composition"}
+	revGVK  = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "CompositionRevision"}
+	xnopGVK = schema.GroupVersionKind{Group: "it.loom.dev", Version: "v1alpha1", Kind: "XNop"}
+	nopGVK  = schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}
+)
+
+const testXRD = `
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata:
+  name: xnops.it.loom.dev
+spec:
+  group: it.loom.dev
+  names: {kind: XNop, plural: xnops}
+  claimNames: {kind: Nop, plural: nops}
+  versions:
+  - name: v1alpha1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              parameters:
+                type: object
+                properties:
+                  size: {type: string}
+                  replicas: {type: integer}
+          status:
+            type: object
+            properties:
+              tier: {type: string}
+`
+
+// testComposition composes three NopResources with patches, transforms and
+// readiness checks; beta's replicas are multiplied by factor.
+func testComposition(factor int) string {
+	return fmt.Sprintf(`
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata:
+  name: xnops
+spec:
+  compositeTypeRef: {apiVersion: it.loom.dev/v1alpha1, kind: XNop}
+  resources:
+  - name: alpha
+    base:
+      apiVersion: nop.crossplane.io/v1alpha1
+      kind: NopResource
+      spec:
+        forProvider:
+          fields: {tier: unknown}
+    patches:
+    - fromFieldPath: spec.parameters.size
+      toFieldPath: spec.forProvider.fields.tier
+      transforms:
+      - type: map
+        map: {small: tier-s, large: tier-l}
+    - type: ToCompositeFieldPath
+      fromFieldPath: status.atProvider.fields.tier
+      toFieldPath: status.tier
+  - name: beta
+    base:
+      apiVersion: nop.crossplane.io/v1alpha1
+      kind: NopResource
+      spec:
+        forProvider:
+          fields: {phase: ready}
+    patches:
+    - fromFieldPath: spec.parameters.replicas
+      toFieldPath: spec.forProvider.fields.replicas
+      transforms:
+      - type: math
+        math: {multiply: %d}
+    readinessChecks:
+    - type: MatchString
+      fieldPath: status.atProvider.fields.phase
+      matchString: ready
+  - name: gamma
+    base:
+      apiVersion: nop.crossplane.io/v1alpha1
+      kind: NopResource
+      spec:
+        forProvider: {}
+    patches:
+    - type: CombineFromComposite
+      combine:
+        variables:
+        - fromFieldPath: spec.parameters.size
+        - fromFieldPath: metadata.name
+        strategy: string
+        string: {fmt: "%%s-%%s"}
+      toFieldPath: spec.forProvider.fields.label
+      transforms:
+      - type: string
+        string: {type: Convert, convert: ToUpper}
+    readinessChecks:
+    - type: NonEmpty
+      fieldPath: status.atProvider.fields.label
+`, factor)
+}
+
+func TestRenderOnAPIServer(t *testing.T) {
+	e := startEnv(t)
+
+	// The XRD: its CRDs, conditions and finalizer.
+	xrd := e.apply(testXRD)
+	eventually(t, 30*time.Second, func() error {
+		res, err, _ := e.handle(xrd, nil)
+		if err != nil {
+			return err
+		}
+		if res.RequeueAfter != 0 {
+			return errors.New("the CRDs are not established yet")
+		}
+		return nil
+	})
+	xrd = e.mustGet(xrdGVK, "", xrd.GetName())
+	for _, c := range []string{"Established", "Offered", "Synced"} {
+		if got := condition(xrd, c); got != "True" {
+			t.Errorf("XRD condition %s is %q, want True", c, got)
+		}
+	}
+	if !slices.Contains(xrd.GetFinalizers(), definition.Finalizer) {
+		t.Errorf("XRD finalizers %v lack %s", xrd.GetFinalizers(), definition.Finalizer)
+	}
+	for _, n := range []string{"xnops.it.loom.dev", "nops.it.loom.dev"} {
+		if _, err := e.get(crdGVK, "", n); err != nil {
+			t.Errorf("CRD %s: %v", n, err)
+		}
+	}
+	if _, err, tally := e.handle(xrd, nil); err != nil || tally.Writes() != 0 {
+		t.Errorf("handling an unchanged XRD: err %v, %d writes, want none", err, tally.Writes())
+	}
+
+	// The Composition: revision 1.
+	comp := e.apply(testComposition(2))
+	if _, err, _ := e.handle(comp, nil); err != nil {
+		t.Fatal(err)
+	}
+	rev1 := onlyRevision(t, e, 1)
+	if want := "xnops-"; !strings.HasPrefix(rev1.GetName(), want) || len(rev1.GetName()) != len(want)+7 {
+		t.Errorf("revision name %q, want xnops-<7 hex>", rev1.GetName())
+	}
+	if _, err, tally := e.handle(comp, nil); err != nil || tally.Writes() != 0 {
+		t.Errorf("handling an unchanged Composition: err %v, %d writes, want none", err, tally.Writes())
+	}
+
+	// An XR: first render.
+	xr := e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XNop
+metadata: {name: first}
+spec:
+  parameters: {size: small, replicas: 3}
+`)
+	_, err, tally := e.handle(xr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One spec patch (compositionRef, compositionRevisionRef, resourceRefs),
+	// three applies, one status apply.
+	if tally.Writes() != 5 {
+		t.Errorf("first render made %d writes, want 5", tally.Writes())
+	}
+	t.Logf("first render: %d reads, %d writes", tally.Reads(), tally.Writes())
+	xr = e.mustGet(xnopGVK, "", "first")
+	if got := nested(xr, "spec", "compositionRef", "name"); got != "xnops" {
+		t.Errorf("compositionRef %q, want xnops", got)
+	}
+	if got := nested(xr, "spec", "compositionRevisionRef", "name"); got != rev1.GetName() {
+		t.Errorf("compositionRevisionRef %q, want %q", got, rev1.GetName())
+	}
+	nops := composedByName(t, e, xr)
+	if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, sortedKeys(nops)); diff != "" {
+		t.Fatalf("composed resources: -want, +got:\n%s", diff)
+	}
+	refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "resourceRefs")
+	var names []string
+	for _, r := range refs {
+		names = append(names, r.(map[string]any)["name"].(string))
+	}
+	if !slices.IsSorted(names) || len(names) != 3 {
+		t.Errorf("resourceRefs %v: want 3 sorted names", names)
+	}
+	for want, got := range map[string]string{
+		"tier-s":      nested(nops["alpha"], "spec", "forProvider", "fields", "tier"),
+		"6":           fmt.Sprint(nestedAny(nops["beta"], "spec", "forProvider", "fields", "replicas")),
+		"SMALL-FIRST": nested(nops["gamma"], "spec", "forProvider", "fields", "label"),
+	} {
+		if got != want {
+			t.Errorf("patched field %q, want %q", got, want)
+		}
+	}
+	for n, o := range nops {
+		if c := metav1.GetControllerOf(o); c == nil || c.UID != xr.GetUID() {
+			t.Errorf("composed resource %s is not controlled by the XR", n)
+		}
+		if o.GetLabels()["crossplane.io/composite"] != "first" {
+			t.Errorf("composed resource %s labels %v", n, o.GetLabels())
+		}
+	}
+	if got := condition(xr, "Synced"); got != "True" {
+		t.Errorf("Synced %q, want True: %s", got, conditionMessage(xr, "Synced"))
+	}
+	if got, msg := condition(xr, "Ready"), conditionMessage(xr, "Ready"); got != "False" || msg != "Unready resources: alpha, beta, and gamma" {
+		t.Errorf("Ready %q %q, want False with the three unready resources", got, msg)
+	}
+
+	// Re-rendering the unchanged XR writes nothing.
+	if _, err, tally := e.handle(xr, nil); err != nil || tally.Writes() != 0 {
+		t.Fatalf("re-render of an unchanged XR: err %v, %d writes, want none", err, tally.Writes())
+	}
+
+	// The provider makes them ready: one status write, then none.
+	for _, o := range nops {
+		e.provide(o)
+	}
+	_, err, tally = e.handle(xr, nops["alpha"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tally.Writes() != 1 {
+		t.Errorf("render after the resources turned ready made %d writes, want 1 (status)", tally.Writes())
+	}
+	t.Logf("ready render: %d reads, %d writes", tally.Reads(), tally.Writes())
+	xr = e.mustGet(xnopGVK, "", "first")
+	if got := condition(xr, "Ready"); got != "True" {
+		t.Errorf("Ready %q, want True: %s", got, conditionMessage(xr, "Ready"))
+	}
+	if got := nested(xr, "status", "tier"); got != "tier-s" {
+		t.Errorf("status.tier %q, want tier-s (ToCompositeFieldPath)", got)
+	}
+	if _, err, tally := e.handle(xr, nil); err != nil || tally.Writes() != 0 {
+		t.Fatalf("re-render of a ready XR: err %v, %d writes, want none", err, tally.Writes())
+	}
+
+	// Editing the XR updates the composed resources it patches.
+	e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XNop
+metadata: {name: first}
+spec:
+  parameters: {size: large, replicas: 3}
+`)
+	if _, err, _ := e.handle(xr, nil); err != nil {
+		t.Fatal(err)
+	}
+	nops = composedByName(t, e, xr)
+	if got := nested(nops["alpha"], "spec", "forProvider", "fields", "tier"); got != "tier-l" {
+		t.Errorf("alpha tier after the edit %q, want tier-l", got)
+	}
+	if got := nested(nops["gamma"], "spec", "forProvider", "fields", "label"); got != "LARGE-FIRST" {
+		t.Errorf("gamma label after the edit %q, want LARGE-FIRST", got)
+	}
+
+	// A Manual XR keeps its revision; an Automatic one follows.
+	manual := e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XNop
+metadata: {name: manual}
+spec:
+  compositionUpdatePolicy: Manual
+  parameters: {size: small, replicas: 1}
+`)
+	if _, err, _ := e.handle(manual, nil); err != nil {
+		t.Fatal(err)
+	}
+	comp = e.apply(testComposition(10))
+	if _, err, _ := e.handle(comp, nil); err != nil {
+		t.Fatal(err)
+	}
+	revs := revisions(t, e)
+	if len(revs) != 2 {
+		t.Fatalf("%d revisions, want 2", len(revs))
+	}
+	rev2 := revs[1]
+	if n, _, _ := unstructured.NestedInt64(rev2.Object, "spec", "revision"); n != 2 {
+		t.Errorf("new revision number %d, want 2", n)
+	}
+	// The fan-out requeued the Automatic XR, not the Manual one.
+	if !requeued(t, e, xr) {
+		t.Error("the Automatic XR was not requeued after the Composition changed")
+	}
+	if requeued(t, e, manual) {
+		t.Error("the Manual XR was requeued after the Composition changed")
+	}
+	for _, x := range []*unstructured.Unstructured{xr, manual} {
+		if _, err, _ := e.handle(x, comp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	xr = e.mustGet(xnopGVK, "", "first")
+	if got := nested(xr, "spec", "compositionRevisionRef", "name"); got != rev2.GetName() {
+		t.Errorf("Automatic XR on revision %q, want %q", got, rev2.GetName())
+	}
+	if got := fmt.Sprint(nestedAny(composedByName(t, e, xr)["beta"], "spec", "forProvider", "fields", "replicas")); got != "30" {
+		t.Errorf("Automatic XR's beta replicas %s, want 30", got)
+	}
+	manual = e.mustGet(xnopGVK, "", "manual")
+	if got := nested(manual, "spec", "compositionRevisionRef", "name"); got != rev1.GetName() {
+		t.Errorf("Manual XR on revision %q, want %q", got, rev1.GetName())
+	}
+
+	// Going back to the first state renumbers the first revision.
+	comp = e.apply(testComposition(2))
+	if _, err, _ := e.handle(comp, nil); err != nil {
+		t.Fatal(err)
+	}
+	revs = revisions(t, e)
+	if len(revs) != 2 {
+		t.Fatalf("%d revisions after a rollback, want 2", len(revs))
+	}
+	if n, _, _ := unstructured.NestedInt64(e.mustGet(revGVK, "", rev1.GetName()).Object, "spec", "revision"); n != 3 {
+		t.Errorf("rolled-back revision number %d, want 3", n)
+	}
+
+	// Deleting the XRD deletes the XRs, then the CRDs.
+	if err := e.resource(xrdGVK, "").Delete(t.Context(), xrd.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		_, err, _ := e.handle(xrd, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := e.get(xrdGVK, "", xrd.GetName()); !kerrors.IsNotFound(err) {
+			return fmt.Errorf("the XRD still exists (%v)", err)
+		}
+		return nil
+	})
+	for _, n := range []string{"xnops.it.loom.dev", "nops.it.loom.dev"} {
+		eventually(t, 30*time.Second, func() error {
+			if _, err := e.get(crdGVK, "", n); !kerrors.IsNotFound(err) {
+				return fmt.Errorf("CRD %s still exists (%v)", n, err)
+			}
+			return nil
+		})
+	}
+}
+
+func condition(u *unstructured.Unstructured, typ string) string {
+	return conditionField(u, typ, "status")
+}
+
+func conditionMessage(u *unstructured.Unstructured, typ string) string {
+	return conditionField(u, typ, "message")
+}
+
+func conditionField(u *unstructured.Unstructured, typ, field string) string {
+	cs, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range cs {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m[field].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+func nested(u *unstructured.Unstructured, path ...string) string {
+	s, _, _ := unstructured.NestedString(u.Object, path...)
+	return s
+}
+
+func nestedAny(u *unstructured.Unstructured, path ...string) any {
+	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+	return v
+}
+
+// composedByName GETs the XR's composed resources, keyed by composition
+// resource name.
+func composedByName(t *testing.T, e *env, xr *unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	t.Helper()
+	xr = e.mustGet(xr.GroupVersionKind(), xr.GetNamespace(), xr.GetName())
+	refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "resourceRefs")
+	out := map[string]*unstructured.Unstructured{}
+	for _, r := range refs {
+		m := r.(map[string]any)
+		o := e.mustGet(nopGVK, "", m["name"].(string))
+		out[o.GetAnnotations()["crossplane.io/composition-resource-name"]] = o
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// revisions lists the CompositionRevisions, by creation.
+func revisions(t *testing.T, e *env) []*unstructured.Unstructured {
+	t.Helper()
+	l, err := e.resource(revGVK, "").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, &l.Items[i])
+	}
+	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int {
+		return a.GetCreationTimestamp().Compare(b.GetCreationTimestamp().Time)
+	})
+	return out
+}
+
+func onlyRevision(t *testing.T, e *env, number int64) *unstructured.Unstructured {
+	t.Helper()
+	revs := revisions(t, e)
+	if len(revs) != 1 {
+		t.Fatalf("%d revisions, want 1", len(revs))
+	}
+	if n, _, _ := unstructured.NestedInt64(revs[0].Object, "spec", "revision"); n != number {
+		t.Errorf("revision number %d, want %d", n, number)
+	}
+	return revs[0]
+}
+
+// requeued reports whether a REQUEUE event for xr waits in the renderer's
+// work stream, and removes it.
+func requeued(t *testing.T, e *env, xr *unstructured.Unstructured) bool {
+	t.Helper()
+	s, err := e.js.Stream(t.Context(), bus.StreamName(bus.Renderer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := bus.WorkSubject(bus.Renderer, bus.DefaultPartitions, string(xr.GetUID()))
+	m, err := s.GetLastMsgForSubject(t.Context(), subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.DeleteMsg(t.Context(), m.Sequence)
+	return true
+}

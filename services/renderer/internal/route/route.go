@@ -1,0 +1,113 @@
+// Package route is the renderer's bus handler: it looks at the kind of each
+// request's target and hands it to the reconciler for that kind.
+//
+//	target                      handled by
+//	CompositeResourceDefinition definition.Reconciler (CRDs, conditions, deletion)
+//	Composition                 revision.Reconciler (revisions, requeue of XRs)
+//	Function (loom.dev)         forgets the cached endpoint of the function
+//	EnvironmentConfig           nothing: XRs that use one asked the watcher to
+//	                            watch it and are targeted directly
+//	a kind an XRD defines       composite.Reconciler (render the XR)
+//
+// Targets of other kinds are acknowledged and ignored.
+package route
+
+import (
+	"context"
+	"log/slog"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/bus"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+	"github.com/loomxr/loom/services/renderer/internal/composite"
+	"github.com/loomxr/loom/services/renderer/internal/function"
+	"github.com/loomxr/loom/services/renderer/internal/revision"
+)
+
+// Definitions finds the XRD that defines a kind of XR.
+type Definitions interface {
+	ForComposite(ctx context.Context, gk schema.GroupKind) (*v1.CompositeResourceDefinition, error)
+}
+
+// DefinitionReconciler reconciles one XRD.
+type DefinitionReconciler interface {
+	Reconcile(ctx context.Context, name string) (bus.Result, error)
+}
+
+// CompositionReconciler reconciles one Composition; ev is what caused it.
+type CompositionReconciler interface {
+	Reconcile(ctx context.Context, name string, ev *eventsv1.Event) error
+}
+
+// CompositeReconciler renders one XR.
+type CompositeReconciler interface {
+	Reconcile(ctx context.Context, req composite.Request) (bus.Result, error)
+}
+
+// FunctionCache forgets what it knows of a function.
+type FunctionCache interface {
+	Invalidate(name string)
+}
+
+// Handler routes bus requests to the renderer's reconcilers.
+type Handler struct {
+	defs         Definitions
+	definitions  DefinitionReconciler
+	compositions CompositionReconciler
+	composites   CompositeReconciler
+	functions    FunctionCache
+	log          *slog.Logger
+}
+
+// NewHandler returns a Handler. functions may be nil.
+func NewHandler(defs Definitions, d DefinitionReconciler, c CompositionReconciler, x CompositeReconciler, functions FunctionCache, log *slog.Logger) *Handler {
+	return &Handler{defs: defs, definitions: d, compositions: c, composites: x, functions: functions, log: log}
+}
+
+var _ bus.Handler = (*Handler)(nil)
+
+var (
+	xrdGK         = v1.CompositeResourceDefinitionGroupVersionKind.GroupKind()
+	compositionGK = revision.CompositionGVK.GroupKind()
+	revisionGK    = revision.RevisionGVK.GroupKind()
+	envGK         = composite.EnvironmentConfigGVK.GroupKind()
+	functionGK    = function.GVK.GroupKind()
+)
+
+// Handle implements bus.Handler.
+func (h *Handler) Handle(ctx context.Context, r bus.Request) (bus.Result, error) {
+	t := r.Target
+	gk := schema.GroupKind{Group: t.GetGroup(), Kind: t.GetKind()}
+	switch gk {
+	case xrdGK:
+		return h.definitions.Reconcile(ctx, t.GetName())
+	case compositionGK:
+		return bus.Result{}, h.compositions.Reconcile(ctx, t.GetName(), r.Event)
+	case functionGK:
+		if h.functions != nil {
+			h.functions.Invalidate(t.GetName())
+		}
+		return bus.Result{}, nil
+	case envGK, revisionGK:
+		return bus.Result{}, nil
+	}
+	xrd, err := h.defs.ForComposite(ctx, gk)
+	if err != nil {
+		return bus.Result{}, err
+	}
+	if xrd == nil {
+		h.log.Debug("Ignoring a request for a kind no XRD defines", "group", t.GetGroup(), "kind", t.GetKind(), "name", t.GetName())
+		return bus.Result{}, nil
+	}
+	cause := schema.GroupKind{Group: r.Event.GetObject().GetGroup(), Kind: r.Event.GetObject().GetKind()}
+	return h.composites.Reconcile(ctx, composite.Request{
+		GVK:       xrd.GetCompositeGroupVersionKind(),
+		Namespace: t.GetNamespace(),
+		Name:      t.GetName(),
+		UID:       types.UID(t.GetUid()),
+		Fresh:     cause == compositionGK || cause == revisionGK,
+	})
+}
