@@ -99,7 +99,7 @@ func (p *Publisher) Publish(ctx context.Context, service string, ev *eventsv1.Ev
 	if err := p.check(ctx, service); err != nil {
 		return err
 	}
-	ctx, span := p.tracer.Start(ctx, "publish "+msg.Subject,
+	ctx, span := p.tracer.Start(ctx, "publish "+StreamName(service),
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),

@@ -671,3 +671,60 @@ func TestServerRestart(t *testing.T) {
 		t.Errorf("dead letters: %v, %v", dls, err)
 	}
 }
+
+// A graceful stop waits for running handlers only up to the drain timeout,
+// then cancels them and gives their messages back.
+func TestDrainIsBounded(t *testing.T) {
+	h := newHarness(t, testConfig())
+	started := make(chan struct{})
+	var once sync.Once
+	r := h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, _ bus.Request) (bus.Result, error) {
+		once.Do(func() { close(started) })
+		<-ctx.Done() // a handler that would run forever
+		return bus.Result{}, ctx.Err()
+	}), bus.WithDrainTimeout(100*time.Millisecond))
+	pub := h.publisher()
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	begin := time.Now()
+	r.stop()
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("graceful stop took %s with a 100ms drain timeout", took)
+	}
+	if n := h.workPending(bus.Renderer); n != 1 {
+		t.Errorf("%d messages pending after the drain gave up; want the cancelled one back", n)
+	}
+	if dls, _ := bus.ListDeadLetters(t.Context(), h.js, ""); len(dls) != 0 {
+		t.Errorf("a cancelled handling was dead-lettered: %+v", dls)
+	}
+}
+
+// A handler that outlives its timeout fails like any error: retried, then
+// dead-lettered with the cause.
+func TestHandlerTimeout(t *testing.T) {
+	h := newHarness(t, testConfig())
+	var calls atomic.Int32
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, _ bus.Request) (bus.Result, error) {
+		calls.Add(1)
+		<-ctx.Done()
+		return bus.Result{}, fmt.Errorf("cannot run function: %w", ctx.Err())
+	}), bus.WithHandlerTimeout(50*time.Millisecond),
+		bus.WithBackoff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }))
+	pub := h.publisher()
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), 1)); err != nil {
+		t.Fatal(err)
+	}
+	var dls []bus.DeadLetter
+	eventually(t, 10*time.Second, "the timed-out event to be dead-lettered", func() bool {
+		dls, _ = bus.ListDeadLetters(t.Context(), h.js, bus.Renderer)
+		return len(dls) == 1
+	})
+	if want := "failed 3 deliveries; last error: cannot run function: context deadline exceeded"; dls[0].Reason != want {
+		t.Errorf("reason %q, want %q", dls[0].Reason, want)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Errorf("handled %d times, want MaxDeliver (3)", n)
+	}
+}
