@@ -186,7 +186,9 @@ func (w *Worker) Run(ctx context.Context) error {
 				return errors.New("cannot run worker: the NATS connection is closed")
 			}
 			c.heartbeat(ctx)
-			c.reconcile(ctx)
+			if c.synced {
+				c.reconcile(ctx)
+			}
 		case e, ok := <-mw.Updates():
 			if !ok {
 				w.leave()
@@ -200,11 +202,13 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.leave()
 				return w.watchEnded("leases")
 			}
-			if p, freed := w.freedPartition(e); freed && c.desired(p) {
+			if p, freed := w.freedPartition(e); freed && c.synced && c.desired(p) {
 				c.acquire(ctx, p)
 			}
 		case <-w.wake:
-			c.reconcile(ctx)
+			if c.synced {
+				c.reconcile(ctx)
+			}
 		}
 	}
 }
@@ -326,8 +330,12 @@ func (w *Worker) memberKey() string { return w.service + "." + w.replicaID }
 // coordinator is Run's state: which replicas are alive, and so which
 // partitions this replica should own. Only Run's goroutine uses it.
 type coordinator struct {
-	w                  *Worker
-	members            map[string]time.Time // replica ID -> last heartbeat seen
+	w       *Worker
+	members map[string]time.Time // replica ID -> last heartbeat seen
+	// synced is set once the members watch has delivered every existing
+	// entry; before, this replica would think itself alone and grab every
+	// partition only to give most of them back.
+	synced             bool
 	loggedHeartbeatErr bool
 }
 
@@ -348,11 +356,16 @@ func (c *coordinator) heartbeat(ctx context.Context) {
 }
 
 // member records a membership entry and reports whether the set of members
-// may have changed.
+// may have changed (and the initial entries have all been seen).
 func (c *coordinator) member(e jetstream.KeyValueEntry) bool {
 	if e == nil { // end of the initial values
+		c.synced = true
 		return true
 	}
+	return c.record(e) && c.synced
+}
+
+func (c *coordinator) record(e jetstream.KeyValueEntry) bool {
 	id := strings.TrimPrefix(e.Key(), c.w.service+".")
 	if e.Operation() != jetstream.KeyValuePut {
 		_, had := c.members[id]
