@@ -197,7 +197,7 @@ func (p *pki) clientTLS() *TLSMaterial {
 }
 
 // serverCreds are the mutual TLS credentials of an in-test gRPC server.
-func (p *pki) serverCreds(t *testing.T) credentials.TransportCredentials {
+func (p *pki) serverCreds(t testing.TB) credentials.TransportCredentials {
 	t.Helper()
 	cert, err := tls.X509KeyPair(p.serverCert, p.serverKey)
 	if err != nil {
@@ -268,9 +268,9 @@ func startFunction(t *testing.T, bin *string) Target {
 
 // serve runs an in-test gRPC server with mutual TLS on 127.0.0.1 until the
 // test ends. register adds its services.
-func serve(t *testing.T, register func(*grpc.Server)) Target {
+func serve(t testing.TB, register func(*grpc.Server)) Target {
 	t.Helper()
-	p := testPKI(t)
+	p := thePKI
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
