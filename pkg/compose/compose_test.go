@@ -528,3 +528,21 @@ func TestComposedName(t *testing.T) {
 		t.Errorf("different composite resources must get different names")
 	}
 }
+
+func BenchmarkRender(b *testing.B) {
+	spec := fromYAML[v1.CompositionSpec](b, testComposition)
+	req := Request{
+		Composite:   u(b, testXR),
+		Composition: &spec,
+		Observed: map[string]*unstructured.Unstructured{"server": u(b, `{"apiVersion":"nop.crossplane.io/v1alpha1","kind":"NopResource",
+			"metadata":{"name":"s","annotations":{"crossplane.io/composition-resource-name":"server"}},
+			"status":{"conditions":[{"type":"Ready","status":"True"}]}}`)},
+		EnvironmentConfigs: testEnvConfigs(b),
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Render(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
