@@ -42,7 +42,9 @@ type Request struct {
 
 	// Observed are the composed resources that exist, keyed by composition
 	// resource name (their crossplane.io/composition-resource-name
-	// annotation; see TemplateName). Render does not modify them.
+	// annotation; see TemplateName). Render does not modify them. Entries
+	// that no template names are ignored: they are composed resources whose
+	// template was removed, which callers garbage collect.
 	Observed map[string]*unstructured.Unstructured
 
 	// EnvironmentConfigs are the EnvironmentConfigs that the Composition's
