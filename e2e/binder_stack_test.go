@@ -238,36 +238,26 @@ func (e *binderEnv) install(t *testing.T) {
 	}
 	// Through the aggregation labels, the binder's and the watcher's
 	// aggregated roles get the test kinds once the clusterrole-aggregation
-	// controller has run. A control plane that does not run it would leave
-	// them without, so the test roles are also bound directly: either way
-	// each service holds exactly the rights its labelled role grants.
-	e.apply(t, `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: loom:aggregate-to-watcher:binder-e2e
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: loom:aggregate-to-watcher:binder-e2e
-subjects:
-- kind: ServiceAccount
-  name: loom-watcher
-  namespace: loom-system
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: loom:aggregate-to-binder:binder-e2e
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: loom:aggregate-to-binder:binder-e2e
-subjects:
-- kind: ServiceAccount
-  name: loom-binder
-  namespace: loom-system
-`)
+	// controller has run: the binder holds exactly the rights its labelled
+	// role grants.
+	framework.Eventually(t, time.Minute, func() error {
+		for role, resource := range map[string]string{"loom-binder-aggregated": "xbinderdbs", "loom-watcher-aggregated": "binderdbs"} {
+			cr, err := e.Kube.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			found := false
+			for _, r := range cr.Rules {
+				for _, res := range r.Resources {
+					found = found || res == resource
+				}
+			}
+			if !found {
+				return fmt.Errorf("%s does not aggregate %s yet", role, resource)
+			}
+		}
+		return nil
+	})
 }
 
 // client returns the dynamic client of gvk in namespace.
