@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -56,6 +57,16 @@ func main() {
 }
 
 func run(ctx context.Context, rt *service.Runtime, f flags) error {
+	// Not ready until the watcher has synced and published its initial resync;
+	// registered first, so that /readyz never answers 200 before.
+	var w atomic.Pointer[watch.Watcher]
+	rt.AddReadinessCheck("watcher", func(ctx context.Context) error {
+		if p := w.Load(); p != nil {
+			return p.Ready(ctx)
+		}
+		return errors.New("not started")
+	})
+
 	js, err := jetstream.New(rt.NATS)
 	if err != nil {
 		return fmt.Errorf("cannot create JetStream context: %w", err)
@@ -95,14 +106,14 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 
 	pub := bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log),
 		bus.WithSource("watcher/"+rt.Config.ReplicaID))
-	w := watch.New(dyn, md, disc, pub,
+	wt := watch.New(dyn, md, disc, pub,
 		watch.WithLogger(rt.Log),
 		watch.WithResyncPeriod(f.resyncPeriod),
 		watch.WithSyncTimeout(f.syncTimeout),
 		watch.WithWatchRequests(kv),
 	)
-	rt.AddReadinessCheck("watcher", w.Ready)
-	err = w.Run(ctx)
+	w.Store(wt)
+	err = wt.Run(ctx)
 
 	// Let what was published reach JetStream before the runtime drains NATS.
 	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -67,6 +67,73 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	for _, d := range route.Route(o, roles, lookup{w}) {
 		w.publish(w.ctx, d.Service, newEvent(m, typ, d))
 	}
+	if roles&route.RoleXR != 0 {
+		w.awaitClaim(m, o.ClaimRef, typ)
+	}
+	if roles&route.RoleClaim != 0 && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
+		w.claimArrived(m)
+	}
+}
+
+// claimKey names a claim as an XR's claimRef does.
+type claimKey struct {
+	gk        schema.GroupKind
+	namespace string
+	name      string
+}
+
+// awaiting is an XR change whose claim was not cached when it was routed.
+type awaiting struct {
+	xr  object.Meta
+	typ eventsv1.EventType
+}
+
+// awaitClaim remembers an XR change for the binder's claim target when the
+// XR's claim is not cached yet (informers of claims and XRs run
+// independently, so a claim created just before its XR may be cached just
+// after it); claimArrived publishes it once the claim is. An XR that is
+// deleted, or bound elsewhere, is forgotten.
+func (w *Watcher) awaitClaim(xr object.Meta, ref *object.Reference, typ eventsv1.EventType) {
+	w.awaitMu.Lock()
+	defer w.awaitMu.Unlock()
+	if k, ok := w.awaitingOf[xr.UID]; ok {
+		delete(w.awaiting[k], xr.UID)
+		if len(w.awaiting[k]) == 0 {
+			delete(w.awaiting, k)
+		}
+		delete(w.awaitingOf, xr.UID)
+	}
+	if ref == nil || typ == eventsv1.EventType_EVENT_TYPE_DELETED {
+		return
+	}
+	// Checked again under awaitMu: a claim's handler runs after the claim is
+	// in the cache, and takes awaitMu before it looks for waiting XRs.
+	if _, ok := (lookup{w}).Claim(ref.GroupKind(), ref.Namespace, ref.Name); ok {
+		return
+	}
+	k := claimKey{gk: ref.GroupKind(), namespace: ref.Namespace, name: ref.Name}
+	if w.awaiting[k] == nil {
+		w.awaiting[k] = map[types.UID]awaiting{}
+	}
+	w.awaiting[k][xr.UID] = awaiting{xr: xr, typ: typ}
+	w.awaitingOf[xr.UID] = k
+}
+
+// claimArrived publishes the XR changes that waited for this claim.
+func (w *Watcher) claimArrived(claim object.Meta) {
+	k := claimKey{gk: claim.GVK.GroupKind(), namespace: claim.Namespace, name: claim.Name}
+	w.awaitMu.Lock()
+	waiting := w.awaiting[k]
+	delete(w.awaiting, k)
+	for uid := range waiting {
+		delete(w.awaitingOf, uid)
+	}
+	w.awaitMu.Unlock()
+	t := route.Target{GVK: claim.GVK, Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+	for _, a := range waiting {
+		d := route.Delivery{Service: route.Binder, Target: t, Reason: "bound composite resource changed"}
+		w.publish(w.ctx, d.Service, newEvent(a.xr, a.typ, d))
+	}
 }
 
 // observe updates the watcher's state from a change of an object whose kind

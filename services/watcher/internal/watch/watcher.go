@@ -129,6 +129,12 @@ type Watcher struct {
 	// started counts source starts, so that Run knows when the set settled.
 	started int
 
+	// awaitMu guards awaiting and awaitingOf: XR changes waiting for their
+	// claim to be cached, by claim, and the claim each XR waits for.
+	awaitMu    sync.Mutex
+	awaiting   map[claimKey]map[types.UID]awaiting
+	awaitingOf map[types.UID]claimKey
+
 	// live is set once events of informers are published directly; before
 	// that the initial resync covers them.
 	live atomic.Bool
@@ -156,6 +162,8 @@ func New(dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryI
 		requested:    kindset.New(),
 		requests:     map[schema.GroupVersionKind]map[types.UID][]watchreq.Request{},
 		resyncSoon:   make(chan struct{}, 1),
+		awaiting:     map[claimKey]map[types.UID]awaiting{},
+		awaitingOf:   map[types.UID]claimKey{},
 	}
 	for _, o := range opts {
 		o(w)
