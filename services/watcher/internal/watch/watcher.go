@@ -116,7 +116,7 @@ type Watcher struct {
 	// pendingReset and pendingBackoff pace discovery refreshes for pending kinds.
 	pendingReset   time.Time
 	pendingBackoff time.Duration
-	// crds are the established CRDs, by the kind they define.
+	// crds are the CRDs, established or not, by the kind they define.
 	crds map[schema.GroupKind]crdInfo
 	// defs are the XR and claim kinds of each XRD, by XRD UID.
 	defs map[types.UID]definition
