@@ -48,7 +48,7 @@ var (
 //
 // Crossplane picks one of several matching Compositions at random. Loom picks
 // deterministically: the one whose name, hashed together with the XR's UID
-// (FNV-1a, 64 bit), is highest (rendezvous hashing). The same XR always gets
+// (FNV-1a, 64 bit, then mixed), is highest (rendezvous hashing). The same XR always gets
 // the same Composition, a render repeated after a crash writes the same ref,
 // and XRs still spread evenly over equivalent Compositions; adding or
 // removing a Composition moves only the XRs it wins or won.
@@ -108,11 +108,22 @@ func Choose(uid types.UID, names []string) string {
 		_, _ = h.Write([]byte(uid))
 		_, _ = h.Write([]byte{0})
 		_, _ = h.Write([]byte(n))
-		if s := h.Sum64(); best == "" || s > bestHash {
+		if s := mix(h.Sum64()); best == "" || s > bestHash {
 			best, bestHash = n, s
 		}
 	}
 	return best
+}
+
+// mix is splitmix64's finalizer: FNV-1a alone spreads names that differ
+// only in their last characters poorly.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // selectRevision decides the XR's CompositionRevision. Under the Manual

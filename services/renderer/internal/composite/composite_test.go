@@ -1,0 +1,272 @@
+package composite
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/apis/common"
+)
+
+func TestChoose(t *testing.T) {
+	names := []string{"a", "b", "c", "d"}
+	counts := map[string]int{}
+	for i := range 400 {
+		uid := types.UID(fmt.Sprintf("uid-%d", i))
+		got := Choose(uid, names)
+		if again := Choose(uid, []string{"d", "c", "b", "a"}); again != got {
+			t.Fatalf("Choose is not deterministic for %s: %q then %q (other order)", uid, got, again)
+		}
+		counts[got]++
+		// Removing a Composition the XR did not choose keeps its choice.
+		for _, n := range names {
+			if n == got {
+				continue
+			}
+			var rest []string
+			for _, m := range names {
+				if m != n {
+					rest = append(rest, m)
+				}
+			}
+			if c := Choose(uid, rest); c != got {
+				t.Fatalf("removing %q moved %s from %q to %q", n, uid, got, c)
+			}
+		}
+	}
+	for _, n := range names {
+		if counts[n] < 50 {
+			t.Errorf("Choose picked %q %d times in 400; want an even spread (%v)", n, counts[n], counts)
+		}
+	}
+}
+
+func TestListNames(t *testing.T) {
+	cases := map[string]struct {
+		names []string
+		want  string
+	}{
+		"One":   {names: []string{"a"}, want: "a"},
+		"Two":   {names: []string{"a", "b"}, want: "a and b"},
+		"Three": {names: []string{"a", "b", "c"}, want: "a, b, and c"},
+		"Five":  {names: []string{"a", "b", "c", "d", "e"}, want: "a, b, c, and 2 more"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, listNames(tc.names, 3)); diff != "" {
+				t.Errorf("listNames(%v): -want, +got:\n%s", tc.names, diff)
+			}
+		})
+	}
+}
+
+func TestReadyCondition(t *testing.T) {
+	yes, no := true, false
+	cases := map[string]struct {
+		reason string
+		out    *rendered
+		want   common.Condition
+	}{
+		"AllReady": {reason: "Every resource ready: Available.",
+			out:  &rendered{resources: []composed{{name: "a", ready: true}}},
+			want: common.Available()},
+		"NoResources": {reason: "Nothing to wait for: Available.", out: &rendered{}, want: common.Available()},
+		"Unready": {reason: "Unready resources are named, sorted, at most three.",
+			out:  &rendered{resources: []composed{{name: "d"}, {name: "a", ready: true}, {name: "c"}, {name: "b"}, {name: "e"}}},
+			want: common.Creating().WithMessage("Unready resources: b, c, d, and 1 more")},
+		"FunctionSaysReady": {reason: "A function's verdict wins.",
+			out:  &rendered{resources: []composed{{name: "a"}}, ready: &yes},
+			want: common.Available()},
+		"FunctionSaysNotReady": {reason: "A function may hold back an XR whose resources are ready.",
+			out:  &rendered{resources: []composed{{name: "a", ready: true}}, ready: &no},
+			want: common.Creating().WithMessage("The composition function pipeline marked the composite resource not ready")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := readyCondition(tc.out)
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(common.Condition{}, "LastTransitionTime")); diff != "" {
+				t.Errorf("%s\nreadyCondition(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func nop(name string, conds ...any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource"}}
+	u.SetName(name)
+	if len(conds) > 0 {
+		u.Object["status"] = map[string]any{"conditions": conds}
+	}
+	return u
+}
+
+func TestSummary(t *testing.T) {
+	long := strings.Repeat("x", 600)
+	out := &rendered{resources: []composed{
+		{name: "ready", observed: nop("r"), ready: true},
+		{name: "creating", desired: nop("c"), message: "resource does not exist yet"},
+		{name: "waiting", observed: nop("w", map[string]any{"type": "Ready", "status": "False", "reason": "Provisioning"}), message: "Ready condition is False"},
+		{name: "broken", observed: nop("b"), err: errors.New("bad"), message: long},
+		{name: "rejected", desired: nop("j"), applyErr: errors.New("the API server said no")},
+	}}
+	got := summary(out)
+	want := map[string]any{"resources": []any{
+		map[string]any{"resourceName": "broken", "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "b", "ready": "False", "reason": "RenderFailed", "message": long[:509] + "..."},
+		map[string]any{"resourceName": "creating", "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "c", "ready": "False", "reason": "Creating", "message": "resource does not exist yet"},
+		map[string]any{"resourceName": "rejected", "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "j", "ready": "False", "reason": "ApplyFailed", "message": "the API server said no"},
+		map[string]any{"resourceName": "waiting", "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "w", "ready": "False", "reason": "Provisioning", "message": "Ready condition is False"},
+		map[string]any{"resourceName": "ready", "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "r", "ready": "True", "reason": "Available"},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("summary(...): -want, +got:\n%s", diff)
+	}
+
+	many := &rendered{}
+	for i := range 105 {
+		many.resources = append(many.resources, composed{name: fmt.Sprintf("r%03d", i), ready: i%2 == 0})
+	}
+	s := summary(many)
+	if n := len(s["resources"].([]any)); n != 100 {
+		t.Errorf("summary of 105 resources lists %d, want 100", n)
+	}
+	if got := s["omittedResources"]; got != int64(5) {
+		t.Errorf("omittedResources %v, want 5", got)
+	}
+	if first := s["resources"].([]any)[0].(map[string]any); first["ready"] != "False" {
+		t.Errorf("the summary does not list unready resources first: %v", first)
+	}
+}
+
+func TestResourceRefs(t *testing.T) {
+	xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"resourceRefs": []any{
+		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "a", "namespace": ""},
+	}}}}
+	xrd := &v1.CompositeResourceDefinition{}
+	st := &state{xr: xr, xrd: xrd, machinery: []string{"spec"}}
+	cases := map[string]struct {
+		reason     string
+		out        *rendered
+		doomed     map[string]*unstructured.Unstructured
+		wantNames  []string
+		wantChange bool
+	}{
+		"Unchanged": {reason: "The same resources, empty namespace or not, are no change.",
+			out: &rendered{resources: []composed{{name: "x", desired: nop("a")}}}, wantNames: []string{"a"}},
+		"Sorted": {reason: "References are sorted; failed templates keep their observed resource.",
+			out: &rendered{resources: []composed{{name: "x", desired: nop("c")}, {name: "y", observed: nop("a")}, {name: "z", desired: nop("b")}}},
+			wantNames: []string{"a", "b", "c"}, wantChange: true},
+		"Doomed": {reason: "Resources being collected stay referenced until they are gone.",
+			out: &rendered{resources: []composed{{name: "x", desired: nop("b")}}}, doomed: map[string]*unstructured.Unstructured{"old": nop("a")},
+			wantNames: []string{"a", "b"}, wantChange: true},
+		"Skipped": {reason: "A template without a resource is not referenced.",
+			out: &rendered{resources: []composed{{name: "x"}}}, wantNames: []string{}, wantChange: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			refs, change := resourceRefs(st, tc.out, tc.doomed)
+			names := []string{}
+			for _, r := range refs {
+				names = append(names, r.(map[string]any)["name"].(string))
+			}
+			if diff := cmp.Diff(tc.wantNames, names); diff != "" {
+				t.Errorf("%s\nresourceRefs names: -want, +got:\n%s", tc.reason, diff)
+			}
+			if change != tc.wantChange {
+				t.Errorf("%s\nresourceRefs change = %v, want %v", tc.reason, change, tc.wantChange)
+			}
+		})
+	}
+}
+
+func TestSetComposedMetadata(t *testing.T) {
+	xr := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.org/v1", "kind": "XThing",
+		"spec": map[string]any{"claimRef": map[string]any{"name": "claim", "namespace": "ns"}}}}
+	xr.SetName("thing-abcde")
+	xr.SetUID("uid-1")
+	desired := nop("")
+	if err := setComposedMetadata(desired, xr, nil, "db"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(desired.GetName(), "thing-abcde-") || len(desired.GetName()) != len("thing-abcde-")+12 {
+		t.Errorf("name %q: want thing-abcde-<12 hex>", desired.GetName())
+	}
+	again := nop("")
+	_ = setComposedMetadata(again, xr, nil, "db")
+	if again.GetName() != desired.GetName() {
+		t.Errorf("names are not deterministic: %q and %q", desired.GetName(), again.GetName())
+	}
+	wantLabels := map[string]string{"crossplane.io/composite": "thing-abcde", "crossplane.io/claim-name": "claim", "crossplane.io/claim-namespace": "ns"}
+	if diff := cmp.Diff(wantLabels, desired.GetLabels()); diff != "" {
+		t.Errorf("labels: -want, +got:\n%s", diff)
+	}
+	if got := desired.GetAnnotations()["crossplane.io/composition-resource-name"]; got != "db" {
+		t.Errorf("composition resource name %q, want db", got)
+	}
+	if c := metav1.GetControllerOf(desired); c == nil || c.UID != "uid-1" {
+		t.Errorf("controller %v, want the XR", c)
+	}
+	observed := nop("existing")
+	kept := nop("")
+	_ = setComposedMetadata(kept, xr, observed, "db")
+	if kept.GetName() != "existing" {
+		t.Errorf("name %q, want the observed resource's", kept.GetName())
+	}
+	other := nop("")
+	yes := true
+	other.SetOwnerReferences([]metav1.OwnerReference{{Kind: "XOther", Name: "o", UID: "uid-2", Controller: &yes}})
+	if err := setComposedMetadata(other, xr, nil, "db"); err == nil {
+		t.Error("a resource controlled by another XR: want an error")
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	in := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "K",
+		"metadata": map[string]any{"name": "n", "resourceVersion": "3", "uid": "u", "managedFields": []any{}, "labels": map[string]any{"a": "b"}},
+		"spec":     map[string]any{"x": int64(1)},
+		"status":   map[string]any{"y": int64(2)},
+	}}
+	want := map[string]any{
+		"apiVersion": "v1", "kind": "K",
+		"metadata": map[string]any{"name": "n", "labels": map[string]any{"a": "b"}},
+		"spec":     map[string]any{"x": int64(1)},
+	}
+	if diff := cmp.Diff(want, sanitize(in).Object); diff != "" {
+		t.Errorf("sanitize(...): -want, +got:\n%s", diff)
+	}
+	if _, ok := in.Object["status"]; !ok {
+		t.Error("sanitize modified its input")
+	}
+}
+
+func TestPermanentAndWaiting(t *testing.T) {
+	cases := map[string]struct {
+		err       error
+		permanent bool
+		waiting   bool
+	}{
+		"Invalid":      {err: fmt.Errorf("x: %w", errInvalidSpec), permanent: true},
+		"NoComp":       {err: fmt.Errorf("x: %w", errNoCompatible), waiting: true},
+		"NoRevision":   {err: fmt.Errorf("x: %w", errNoRevision), waiting: true},
+		"Transient":    {err: errors.New("connection refused")},
+		"JoinedInvalid": {err: errors.Join(errors.New("a"), fmt.Errorf("b: %w", errInvalidSpec)), permanent: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := permanent(tc.err); got != tc.permanent {
+				t.Errorf("permanent(%v) = %v, want %v", tc.err, got, tc.permanent)
+			}
+			if got := waiting(tc.err); got != tc.waiting {
+				t.Errorf("waiting(%v) = %v, want %v", tc.err, got, tc.waiting)
+			}
+		})
+	}
+}
