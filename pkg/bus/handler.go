@@ -20,10 +20,10 @@ type Request struct {
 	// Delivery is how many times this event has been delivered, starting at
 	// 1; backoff and dead-lettering count from it.
 	Delivery int
-	// Coalesced is how many other events for Target this replica folded into
-	// this handling because they arrived while Target was being handled.
-	// Events replaced in the stream before any replica received them are not
-	// counted (the server does not report them).
+	// Coalesced is how many older events for Target this replica received
+	// while Target was being handled and skipped in favour of this one (they
+	// are acked). Events replaced in the stream before any replica received
+	// them are not counted: the server does not report them.
 	Coalesced int
 }
 

@@ -56,7 +56,7 @@ type lease struct {
 // target is the state of a target being handled in this partition.
 type target struct {
 	held   *pending // the newest event that arrived meanwhile, not yet handled
-	folded int      // events folded into held
+	folded int      // older events that held superseded
 	links  []trace.Link
 }
 
@@ -370,7 +370,6 @@ func (l *lease) fold(t *target, pm *pending) {
 		t.folded++
 	}
 	t.held = pm
-	t.folded++
 	if len(t.links) < maxLinks {
 		if sc := trace.SpanContextFromContext(ExtractTrace(context.Background(), pm.msg.Headers())); sc.IsValid() {
 			t.links = append(t.links, trace.Link{SpanContext: sc})

@@ -28,13 +28,15 @@ func TestCoalescesEventsForOneObject(t *testing.T) {
 	const n = 1000
 	release := make(chan struct{})
 	var (
-		mu      sync.Mutex
-		handled []int
+		mu        sync.Mutex
+		handled   []int
+		coalesced int
 	)
-	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+	r0 := h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
 		rv, _ := strconv.Atoi(r.Event.GetResourceVersion())
 		mu.Lock()
 		handled = append(handled, rv)
+		coalesced += r.Coalesced
 		first := len(handled) == 1
 		mu.Unlock()
 		if first {
@@ -48,6 +50,9 @@ func TestCoalescesEventsForOneObject(t *testing.T) {
 		}
 		return bus.Result{}, nil
 	}))
+	eventually(t, 5*time.Second, "the replica to own every partition", func() bool {
+		return len(r0.w.Owned()) == h.cfg.Partitions
+	})
 	pub := h.publisher()
 	for i := 1; i <= n; i++ {
 		if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), i)); err != nil {
@@ -80,7 +85,10 @@ func TestCoalescesEventsForOneObject(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("%d events handled %d times: %v", n, len(handled), handled)
+	if len(handled)+coalesced > n {
+		t.Errorf("%d handlings and %d coalesced events for %d events", len(handled), coalesced, n)
+	}
+	t.Logf("%d events handled %d times (%v), %d coalesced in the replica", n, len(handled), handled, coalesced)
 }
 
 // With three replicas and 10,000 events over 500 objects, no object is ever
