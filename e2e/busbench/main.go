@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -56,9 +57,22 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 32, "handler concurrency per replica")
 	flag.IntVar(&o.partitions, "partitions", bus.DefaultPartitions, "partitions per work stream")
 	flag.IntVar(&o.inFlight, "in-flight", 2048, "publisher's bound on unacknowledged events")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of both runs to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "busbench: cannot profile:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "busbench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
