@@ -63,7 +63,12 @@ func (s *Stack) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	objs := append([]*unstructured.Unstructured{object("v1", "Namespace", "", Namespace)}, all...)
+	// crossplane-system exists in every Crossplane installation, and Crossplane
+	// manifests (the examples among them) write connection Secrets there.
+	objs := append([]*unstructured.Unstructured{
+		object("v1", "Namespace", "", Namespace),
+		object("v1", "Namespace", "", CrossplaneNamespace),
+	}, all...)
 	for _, svc := range s.opts.Services {
 		if s.opts.replicas(svc) == 0 {
 			continue

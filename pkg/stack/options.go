@@ -17,6 +17,10 @@ const KubernetesVersion = "v1.35.4"
 // Namespace is where the stack creates the services' ServiceAccounts.
 const Namespace = "loom-system"
 
+// CrossplaneNamespace is created too: Crossplane manifests commonly write
+// connection Secrets to it, and Crossplane users expect it to exist.
+const CrossplaneNamespace = "crossplane-system"
+
 // FieldManager is the server-side-apply field manager of objects the stack
 // applies (CRDs, RBAC, examples).
 const FieldManager = "loom-stack"
