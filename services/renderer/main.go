@@ -66,8 +66,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.burst, "kube-burst", envInt("LOOM_RENDERER_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_RENDERER_KUBE_BURST)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", envDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
 		"how long the index of XRDs is used before it is listed again; a change of an XRD reloads it at once on the replica handling it (env LOOM_RENDERER_DEFINITION_TTL)")
-	fs.DurationVar(&f.revisionTTL, "revision-ttl", envDuration("LOOM_RENDERER_REVISION_TTL", 30*time.Second),
-		"how long a Composition's revisions are cached; renders caused by a Composition or revision change always read them afresh (env LOOM_RENDERER_REVISION_TTL)")
+	fs.DurationVar(&f.revisionTTL, "revision-ttl", envDuration("LOOM_RENDERER_REVISION_TTL", 10*time.Second),
+		"how long a Composition's revisions are cached; a render asked for a revision the cache lacks reads them afresh (env LOOM_RENDERER_REVISION_TTL)")
 	fs.DurationVar(&f.functionTTL, "function-ttl", envDuration("LOOM_RENDERER_FUNCTION_TTL", 30*time.Second),
 		"how long a loom.dev Function's endpoint and TLS material are cached (env LOOM_RENDERER_FUNCTION_TTL)")
 	fs.DurationVar(&f.functionTimout, "function-timeout", envDuration("LOOM_RENDERER_FUNCTION_TIMEOUT", fn.DefaultTimeout),

@@ -110,9 +110,10 @@ type Request struct {
 	Namespace string
 	Name      string
 	UID       types.UID
-	// Fresh asks for the Composition's revisions to be read afresh,
-	// bypassing the cache: set it when a Composition or revision changed.
-	Fresh bool
+	// Revision, when set, names a CompositionRevision the render was asked
+	// for because revisions changed: the render reads the Composition's
+	// revisions afresh unless its cache already holds that revision.
+	Revision string
 }
 
 // A Reconciler renders XRs. It is safe for concurrent use on different XRs;
@@ -230,7 +231,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	if err := r.selectComposition(ctx, st, sel); err != nil {
 		return r.fail(ctx, st, sel, nil, fmt.Errorf("cannot select a Composition: %w", err))
 	}
-	if err := r.selectRevision(ctx, st, sel, req.Fresh); err != nil {
+	if err := r.selectRevision(ctx, st, sel, req.Revision); err != nil {
 		return r.fail(ctx, st, sel, nil, fmt.Errorf("cannot select a revision of Composition %q: %w", sel.composition, err))
 	}
 	if err := checkCompatible(xr, sel.revision); err != nil {

@@ -131,8 +131,10 @@ func mix(x uint64) uint64 {
 // Otherwise (Automatic, the default) it moves to the revision with the
 // highest number among the Composition's revisions that match its
 // compositionRevisionSelector (or the XRD's defaultCompositionRevisionSelector,
-// which is then written to the XR). fresh bypasses the revision cache.
-func (r *Reconciler) selectRevision(ctx context.Context, st *state, sel *selection, fresh bool) error {
+// which is then written to the XR). The revisions come from the cache
+// unless it lacks the revision the render was asked for (want), or the
+// revision the XR references, or any revision at all.
+func (r *Reconciler) selectRevision(ctx context.Context, st *state, sel *selection, want string) error {
 	policy := st.getString(xcrd.FieldCompositionUpdatePolicy)
 	if policy == "" && st.xrd.Spec.DefaultCompositionUpdatePolicy != nil {
 		policy = string(*st.xrd.Spec.DefaultCompositionUpdatePolicy)
@@ -140,7 +142,7 @@ func (r *Reconciler) selectRevision(ctx context.Context, st *state, sel *selecti
 	cur := st.getString(xcrd.FieldCompositionRevisionRef, "name")
 
 	if policy == string(v1.UpdateManual) && cur != "" {
-		rev, err := r.revisions.Get(ctx, cur, fresh)
+		rev, err := r.revisions.Get(ctx, cur, false)
 		if kerrors.IsNotFound(err) {
 			return fmt.Errorf("%w: compositionRevisionRef names CompositionRevision %q, which does not exist", errNoRevision, cur)
 		}
@@ -170,13 +172,15 @@ func (r *Reconciler) selectRevision(ctx context.Context, st *state, sel *selecti
 		sel.patch[xcrd.FieldCompositionRevisionSelector] = map[string]any{"matchLabels": ml}
 	}
 
-	revs, err := r.revisions.List(ctx, sel.composition, fresh)
+	revs, err := r.revisions.List(ctx, sel.composition, false)
 	if err != nil {
 		return err
 	}
+	has := func(name string) bool {
+		return name == "" || slices.ContainsFunc(revs, func(r *v1.CompositionRevision) bool { return r.GetName() == name })
+	}
 	latest := revision.Latest(revs, rs)
-	stale := latest == nil || (cur != "" && !slices.ContainsFunc(revs, func(r *v1.CompositionRevision) bool { return r.GetName() == cur }))
-	if stale && !fresh {
+	if latest == nil || !has(cur) || !has(want) {
 		// The cache may predate the revision: read afresh once.
 		if revs, err = r.revisions.List(ctx, sel.composition, true); err != nil {
 			return err

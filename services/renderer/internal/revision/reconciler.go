@@ -240,11 +240,18 @@ func (r *Reconciler) fanOut(ctx context.Context, comp *v1.Composition, revs []*v
 	n := 0
 	for i := range items {
 		xr := &items[i]
-		if !Follows(xr, path, comp.GetName(), revs) {
+		cause := &eventsv1.ObjectRef{Group: CompositionGVK.Group, Version: CompositionGVK.Version, Kind: CompositionGVK.Kind, Name: comp.GetName(), Uid: string(comp.GetUID())}
+		follow, rev := Follows(xr, path, comp.GetName(), revs)
+		if !follow {
 			continue
 		}
+		if rev != nil {
+			// The XR's render looks for this revision and reads the
+			// revisions afresh only if its cache lacks it.
+			cause = &eventsv1.ObjectRef{Group: RevisionGVK.Group, Version: RevisionGVK.Version, Kind: RevisionGVK.Kind, Name: rev.GetName(), Uid: string(rev.GetUID())}
+		}
 		ev := &eventsv1.Event{
-			Object: &eventsv1.ObjectRef{Group: CompositionGVK.Group, Version: CompositionGVK.Version, Kind: CompositionGVK.Kind, Name: comp.GetName(), Uid: string(comp.GetUID())},
+			Object: cause,
 			Target: &eventsv1.ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: xr.GetNamespace(), Name: xr.GetName(), Uid: string(xr.GetUID())},
 			Type:   eventsv1.EventType_EVENT_TYPE_REQUEUE,
 			Reason: fmt.Sprintf("revisions of Composition %s changed", comp.GetName()),
@@ -263,21 +270,22 @@ func (r *Reconciler) fanOut(ctx context.Context, comp *v1.Composition, revs []*v
 }
 
 // Follows reports whether the XR (whose machinery fields sit at path) must
-// render again when the revisions of the named Composition are revs: it
-// uses that Composition under the Automatic policy and its revision is not
-// the latest its selector allows, or it has no Composition yet.
-func Follows(xr *unstructured.Unstructured, path, composition string, revs []*v1.CompositionRevision) bool {
+// render again when the revisions of the named Composition are revs, and
+// the revision it should move to if known: it uses that Composition under
+// the Automatic policy and its revision is not the latest its selector
+// allows, or it has no Composition yet (and no revision to move to).
+func Follows(xr *unstructured.Unstructured, path, composition string, revs []*v1.CompositionRevision) (bool, *v1.CompositionRevision) {
 	p := splitPath(path)
 	ref, _, _ := unstructured.NestedString(xr.Object, append(p, "compositionRef", "name")...)
 	if ref == "" {
-		return true
+		return true, nil
 	}
 	if ref != composition {
-		return false
+		return false, nil
 	}
 	policy, _, _ := unstructured.NestedString(xr.Object, append(p, "compositionUpdatePolicy")...)
 	if policy == string(v1.UpdateManual) {
-		return false
+		return false, nil
 	}
 	var sel labels.Selector
 	if ml, ok, _ := unstructured.NestedStringMap(xr.Object, append(p, "compositionRevisionSelector", "matchLabels")...); ok {
@@ -285,10 +293,13 @@ func Follows(xr *unstructured.Unstructured, path, composition string, revs []*v1
 	}
 	latest := Latest(revs, sel)
 	if latest == nil {
-		return false
+		return false, nil
 	}
 	cur, _, _ := unstructured.NestedString(xr.Object, append(p, "compositionRevisionRef", "name")...)
-	return cur != latest.GetName()
+	if cur == latest.GetName() {
+		return false, nil
+	}
+	return true, latest
 }
 
 func splitPath(path string) []string {

@@ -100,14 +100,15 @@ func TestFollows(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		xr     *unstructured.Unstructured
-		path   string
-		want   bool
+		path    string
+		want    bool
+		wantRev string
 	}{
 		"NoComposition": {reason: "An XR without a Composition may select this one.", xr: xr(map[string]any{}), path: "spec", want: true},
 		"OtherComposition": {reason: "An XR of another Composition does not care.",
 			xr: xr(map[string]any{"compositionRef": ref("other")}), path: "spec"},
 		"Behind": {reason: "An Automatic XR on an older revision follows.",
-			xr: xr(map[string]any{"compositionRef": ref("c"), "compositionRevisionRef": ref("c-1")}), path: "spec", want: true},
+			xr: xr(map[string]any{"compositionRef": ref("c"), "compositionRevisionRef": ref("c-1")}), path: "spec", want: true, wantRev: "c-2"},
 		"Latest": {reason: "An XR on the latest revision has nothing to do.",
 			xr: xr(map[string]any{"compositionRef": ref("c"), "compositionRevisionRef": ref("c-2")}), path: "spec"},
 		"Manual": {reason: "A Manual XR keeps its revision.",
@@ -116,12 +117,16 @@ func TestFollows(t *testing.T) {
 			xr: xr(map[string]any{"compositionRef": ref("c"), "compositionRevisionRef": ref("c-1"),
 				"compositionRevisionSelector": map[string]any{"matchLabels": map[string]any{"channel": "stable"}}}), path: "spec"},
 		"Crossplane": {reason: "Modern XRs keep their machinery under spec.crossplane.",
-			xr: xr(map[string]any{"crossplane": map[string]any{"compositionRef": ref("c"), "compositionRevisionRef": ref("c-1")}}), path: "spec.crossplane", want: true},
+			xr: xr(map[string]any{"crossplane": map[string]any{"compositionRef": ref("c"), "compositionRevisionRef": ref("c-1")}}), path: "spec.crossplane", want: true, wantRev: "c-2"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := Follows(tc.xr, tc.path, "c", revs); got != tc.want {
+			got, rev := Follows(tc.xr, tc.path, "c", revs)
+			if got != tc.want {
 				t.Errorf("%s\nFollows(...) = %v, want %v", tc.reason, got, tc.want)
+			}
+			if rev != nil && rev.GetName() != tc.wantRev {
+				t.Errorf("%s\nFollows(...) revision %q, want %q", tc.reason, rev.GetName(), tc.wantRev)
 			}
 		})
 	}

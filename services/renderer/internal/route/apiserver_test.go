@@ -517,8 +517,9 @@ spec:
 	if requeued(t, e, manual) {
 		t.Error("the Manual XR was requeued after the Composition changed")
 	}
+	// As the fan-out asks: a render because of the new revision.
 	for _, x := range []*unstructured.Unstructured{xr, manual} {
-		if _, err, _ := e.handle(x, comp); err != nil {
+		if _, err, _ := e.handle(x, rev2); err != nil {
 			t.Fatal(err)
 		}
 	}

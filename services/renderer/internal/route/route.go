@@ -102,12 +102,14 @@ func (h *Handler) Handle(ctx context.Context, r bus.Request) (bus.Result, error)
 		h.log.Debug("Ignoring a request for a kind no XRD defines", "group", t.GetGroup(), "kind", t.GetKind(), "name", t.GetName())
 		return bus.Result{}, nil
 	}
-	cause := schema.GroupKind{Group: r.Event.GetObject().GetGroup(), Kind: r.Event.GetObject().GetKind()}
-	return h.composites.Reconcile(ctx, composite.Request{
+	req := composite.Request{
 		GVK:       xrd.GetCompositeGroupVersionKind(),
 		Namespace: t.GetNamespace(),
 		Name:      t.GetName(),
 		UID:       types.UID(t.GetUid()),
-		Fresh:     cause == compositionGK || cause == revisionGK,
-	})
+	}
+	if cause := r.Event.GetObject(); cause.GetGroup() == revisionGK.Group && cause.GetKind() == revisionGK.Kind {
+		req.Revision = cause.GetName()
+	}
+	return h.composites.Reconcile(ctx, req)
 }
