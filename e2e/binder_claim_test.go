@@ -144,6 +144,14 @@ spec:
 	if diff := cmp.Diff(wantSpec, spec); diff != "" {
 		t.Errorf("XR spec: -want, +got:\n%s", diff)
 	}
+	// The XR's first status (the renderer composing it) gives the claim its
+	// first: Synced, and Ready False while the XR is not Ready.
+	applyAsRenderer(t, env, xr.GetName(), map[string]any{"status": map[string]any{
+		"conditions": []any{
+			map[string]any{"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+			map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+		},
+	}}, true)
 	framework.Eventually(t, time.Minute, func() error {
 		cm, err := env.get(ctx, claimGVK, ns, "dyn")
 		if err != nil {
@@ -421,7 +429,7 @@ spec: {}
 			}
 			s, _, m := condition(cm, "Synced")
 			switch {
-			case name == winner && s != "True":
+			case name == winner && s == "False":
 				problems = append(problems, fmt.Sprintf("winner %s Synced %s %q", name, s, m))
 			case name != winner && (s != "False" || !strings.HasPrefix(m, "refusing to bind")):
 				problems = append(problems, fmt.Sprintf("loser %s Synced %s %q, want a refusal", name, s, m))

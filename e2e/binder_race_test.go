@@ -87,7 +87,8 @@ func testBindingRace(t *testing.T, env *binderEnv) {
 	}
 
 	// Every claim bound to exactly one XR, every XR bound to a claim that
-	// names it, every claim's status written.
+	// names it. (Without a renderer the XRs get no status, so neither do the
+	// claims: a claim's first status waits for its XR's.)
 	framework.Eventually(t, 3*time.Minute, func() error { return checkBindings(ctx, env, ns, raceClaims) })
 
 	// Once bound, the binder must go quiet: a reconcile that changes nothing
@@ -102,11 +103,11 @@ func testBindingRace(t *testing.T, env *binderEnv) {
 	total := perClaim["binderdbs"] + perClaim["xbinderdbs"] + perClaim["events"]
 	t.Logf("API writes per claim by the binder while binding %d claims with %d racing replicas: claims %.2f, XRs %.2f, events %.2f, total %.2f",
 		raceClaims, binderReplicas, perClaim["binderdbs"], perClaim["xbinderdbs"], perClaim["events"], total)
-	// Binding costs one claim update (resourceRef and finalizer), one XR
-	// create and one claim status apply; races and the killed replica may
-	// add a few conflicts, but never a write per reconcile.
-	if total > 4 {
-		t.Errorf("the binder made %.2f API writes per claim; want at most 4 (3 without races)", total)
+	// Binding costs one claim update (resourceRef and finalizer) and one XR
+	// create; races and the killed replica may add a few conflicts, but
+	// never a write per reconcile.
+	if total > 3 {
+		t.Errorf("the binder made %.2f API writes per claim; want at most 3 (2 without races)", total)
 	}
 
 	// Deleting the claims deletes their XRs and leaves nothing behind.
@@ -181,11 +182,11 @@ func checkBindings(ctx context.Context, env *binderEnv, ns string, want int) err
 				problems = append(problems, fmt.Sprintf("XR %s has spec.parameters.replicas %d, claim %s has %d", name, replicas, c.GetName(), want))
 			}
 		}
-		if s, _, _ := condition(&c, "Synced"); s != "True" {
-			problems = append(problems, fmt.Sprintf("claim %s is not Synced (%q)", c.GetName(), s))
+		if s, _, m := condition(&c, "Synced"); s == "False" {
+			problems = append(problems, fmt.Sprintf("claim %s is not Synced: %s", c.GetName(), m))
 		}
-		if s, r, _ := condition(&c, "Ready"); s != "False" || r != "Waiting" {
-			problems = append(problems, fmt.Sprintf("claim %s Ready is %s/%s, want False/Waiting", c.GetName(), s, r))
+		if len(c.GetFinalizers()) != 1 {
+			problems = append(problems, fmt.Sprintf("claim %s has finalizers %v", c.GetName(), c.GetFinalizers()))
 		}
 	}
 	return errorf(problems)

@@ -13,7 +13,10 @@
 // external name are written by optimistic updates (they need the
 // resourceVersion precondition); the XR and the claim's status are written by
 // server-side apply as field manager loom-binder. Nothing is written when the
-// computed intent already holds.
+// computed intent already holds, and a claim's first status waits for its
+// XR's first status. Binding a claim costs two writes (the claim's update
+// and the XR's creation); propagation costs one write per change that
+// reaches the other side.
 package claim
 
 import (
@@ -224,6 +227,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 			}
 			return r.fail(ctx, want, xr, fmt.Errorf("cannot propagate spec.compositionRef, spec.compositionRevisionRef or the external name from composite resource %q to the claim: %w", xr.GetName(), err))
 		}
+	}
+
+	if _, ok := xr.Object["status"]; !ok && len(condition.Get(cm)) == 0 {
+		// A new XR has no status yet. The claim's first status would only
+		// say "waiting", and the XR's first status (which brings us back,
+		// typically within milliseconds) would change it at once: wait for
+		// it and save a write per claim.
+		return Result{}, nil
 	}
 
 	conds := []common.Condition{common.ReconcileSuccess()}
