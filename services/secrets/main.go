@@ -5,14 +5,201 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/service"
+	"github.com/loomxr/loom/services/secrets/internal/composite"
+	"github.com/loomxr/loom/services/secrets/internal/definition"
+	"github.com/loomxr/loom/services/secrets/internal/event"
+	"github.com/loomxr/loom/services/secrets/internal/kube"
+	"github.com/loomxr/loom/services/secrets/internal/route"
+	"github.com/loomxr/loom/services/secrets/internal/secret"
+	"github.com/loomxr/loom/services/secrets/internal/tracker"
 )
 
+// flags are the secrets service's own flags, beyond the standard ones.
+type flags struct {
+	busReplicas   int
+	partitions    int
+	concurrency   int
+	qps           float64
+	burst         int
+	definitionTTL time.Duration
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.busReplicas, "bus-replicas", envInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
+		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
+	fs.IntVar(&f.partitions, "bus-partitions", envInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
+		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
+	fs.IntVar(&f.concurrency, "concurrency", envInt("LOOM_SECRETS_CONCURRENCY", 16),
+		"targets handled at once by this replica (env LOOM_SECRETS_CONCURRENCY)")
+	fs.Float64Var(&f.qps, "kube-qps", 50, "Kubernetes client queries per second")
+	fs.IntVar(&f.burst, "kube-burst", 100, "Kubernetes client burst")
+	fs.DurationVar(&f.definitionTTL, "definition-ttl", envDuration("LOOM_SECRETS_DEFINITION_TTL", definition.DefaultTTL),
+		"how long XRDs and Compositions are cached; a changed connectionSecretKeys applies within it (env LOOM_SECRETS_DEFINITION_TTL)")
+}
+
 func main() {
+	var f flags
 	service.Main("secrets", func(ctx context.Context, rt *service.Runtime) error {
-		rt.Log.Info("ready")
-		<-ctx.Done()
+		return run(ctx, rt, f)
+	}, f.register)
+}
+
+func run(ctx context.Context, rt *service.Runtime, f flags) error {
+	js, err := jetstream.New(rt.NATS)
+	if err != nil {
+		return fmt.Errorf("cannot create JetStream context: %w", err)
+	}
+	cfg := bus.Config{Replicas: f.busReplicas, Partitions: f.partitions}
+	err = retry(ctx, func() error { return bus.EnsureStreams(ctx, js, cfg) }, func(err error, d time.Duration) {
+		rt.Log.Warn("cannot set up JetStream yet; retrying", "err", err, "retryIn", d)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	rc := rest.CopyConfig(rt.REST)
+	rc.QPS, rc.Burst = float32(f.qps), f.burst
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("cannot create dynamic client: %w", err)
+	}
+	md, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("cannot create metadata client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("cannot create clientset: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("cannot create discovery client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	c := kube.New(dyn, md, cs, mapper)
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("cannot start recording events: %w", err)
+	}
+	defer broadcaster.Shutdown()
+	rec := event.NewAPIRecorder(broadcaster.NewRecorder(runtime.NewScheme(), kube.FieldManager))
+
+	source := "secrets/" + rt.Config.ReplicaID
+	pub := bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithSource(source))
+
+	// The worker is created after the tracker, which asks it which
+	// partitions this replica owns.
+	var worker atomic.Pointer[bus.Worker]
+	owns := func(uid types.UID) bool {
+		w := worker.Load()
+		return w != nil && slices.Contains(w.Owned(), bus.Partition(string(uid), cfg.Partitions))
+	}
+	var store *secret.Store
+	trk := tracker.New(md, pub,
+		tracker.WithLogger(rt.Log),
+		tracker.WithSource(source),
+		tracker.WithOwnWrites(func(k secret.Key, rv string) bool { return store.Written(k, rv) }),
+		tracker.WithOwnerTracing(c, owns),
+	)
+	store = secret.New(c, trk)
+
+	xrs := composite.NewReconciler(c, definition.New(c, f.definitionTTL), store, trk,
+		composite.WithLogger(rt.Log), composite.WithRecorder(rec))
+	h := route.NewHandler(xrs, c, pub, rt.Log, source)
+	w, err := bus.NewWorker(rt.NATS, js, bus.Secrets, rt.Config.ReplicaID, h,
+		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency))
+	if err != nil {
+		return err
+	}
+	worker.Store(w)
+	rt.AddReadinessCheck("worker", func(context.Context) error {
+		if !w.Ready() {
+			return errors.New("the bus worker is not running")
+		}
 		return nil
-	}, nil)
+	})
+	rt.AddReadinessCheck("secrets", func(context.Context) error {
+		if !trk.HasSynced() {
+			return errors.New("the connection Secrets are not listed yet")
+		}
+		return nil
+	})
+
+	tctx, stopTracker := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { trk.Run(tctx) })
+	defer func() {
+		stopTracker()
+		wg.Wait()
+	}()
+	// Handlers read the tracker's cache: they must not run before it holds
+	// every connection Secret.
+	if !cache.WaitForCacheSync(ctx.Done(), trk.HasSynced) {
+		return nil
+	}
+	rt.Log.Info("ready")
+	err = w.Run(ctx)
+
+	// Let requeues published by the last handlers reach JetStream before the
+	// runtime drains NATS.
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ferr := pub.Flush(fctx); ferr != nil {
+		rt.Log.Warn("some requeue events may not have been stored", "err", ferr)
+	}
+	return err
+}
+
+// retry calls f with exponential backoff until it succeeds or ctx ends.
+func retry(ctx context.Context, f func() error, notify func(error, time.Duration)) error {
+	bo := backoff.NewExponentialBackOff(backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(0))
+	err := backoff.RetryNotify(f, backoff.WithContext(bo, ctx), notify)
+	if err != nil && ctx.Err() != nil {
+		return errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
+		return d
+	}
+	return def
+}
+
+func envInt(k string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return n
+	}
+	return def
 }

@@ -1,0 +1,189 @@
+// Package kube is the secrets service's access to the Kubernetes API:
+// composite resources, claims and composed resources read as unstructured
+// data, Secrets read and written through the typed client, and a tally of
+// every request, so that the cost of handling one target can be logged and
+// measured.
+//
+// The service never LISTs anything but Secrets (the metadata informer of
+// package tracker does that): it GETs each object an event names or an XR
+// references.
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+)
+
+// FieldManager is the field manager of every write the service makes.
+const FieldManager = "loom-secrets"
+
+// A Tally counts the API requests made with a context (see WithTally).
+type Tally struct {
+	reads, writes atomic.Int64
+}
+
+// Reads returns the number of read requests (GET) counted.
+func (t *Tally) Reads() int64 { return t.reads.Load() }
+
+// Writes returns the number of write requests (create, update, patch)
+// counted.
+func (t *Tally) Writes() int64 { return t.writes.Load() }
+
+type tallyKey struct{}
+
+// WithTally returns a context whose requests are counted in t.
+func WithTally(ctx context.Context, t *Tally) context.Context {
+	return context.WithValue(ctx, tallyKey{}, t)
+}
+
+func read(ctx context.Context) {
+	if t, ok := ctx.Value(tallyKey{}).(*Tally); ok {
+		t.reads.Add(1)
+	}
+}
+
+func write(ctx context.Context) {
+	if t, ok := ctx.Value(tallyKey{}).(*Tally); ok {
+		t.writes.Add(1)
+	}
+}
+
+// Client reads and writes objects. It is safe for concurrent use.
+type Client struct {
+	dyn    dynamic.Interface
+	md     metadata.Interface
+	kube   kubernetes.Interface
+	mapper meta.ResettableRESTMapper
+
+	mu        sync.Mutex
+	lastReset time.Time
+}
+
+// New returns a Client. The mapper maps kinds to resources; a kind it does
+// not know makes it reload, at most once a second.
+func New(dyn dynamic.Interface, md metadata.Interface, kube kubernetes.Interface, mapper meta.ResettableRESTMapper) *Client {
+	return &Client{dyn: dyn, md: md, kube: kube, mapper: mapper}
+}
+
+// Mapping returns the REST mapping of gvk, reloading discovery once if the
+// kind is unknown.
+func (c *Client) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err == nil || !meta.IsNoMatchError(err) {
+		return m, err
+	}
+	c.mu.Lock()
+	if time.Since(c.lastReset) > time.Second {
+		c.mapper.Reset()
+		c.lastReset = time.Now()
+	}
+	c.mu.Unlock()
+	return c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+}
+
+func (c *Client) resource(gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, error) {
+	m, err := c.Mapping(gvk)
+	if err != nil {
+		return nil, err
+	}
+	r := c.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return r.Namespace(namespace), nil
+	}
+	return r, nil
+}
+
+// Get returns the object, or an error for which kerrors.IsNotFound is true.
+func (c *Client) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	r, err := c.resource(gvk, namespace)
+	if err != nil {
+		return nil, err
+	}
+	read(ctx)
+	return r.Get(ctx, name, metav1.GetOptions{})
+}
+
+// Namespaced reports whether gvk is a namespaced kind.
+func (c *Client) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
+	m, err := c.Mapping(gvk)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// Controller returns the controller reference of the object that ref (an
+// owner reference found in namespace, "" for a cluster-scoped kind) names,
+// reading only its metadata; nil if it has none or is gone (or has another
+// UID than ref says).
+func (c *Client) Controller(ctx context.Context, ref metav1.OwnerReference, namespace string) (*metav1.OwnerReference, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse apiVersion %q: %w", ref.APIVersion, err)
+	}
+	m, err := c.Mapping(gv.WithKind(ref.Kind))
+	if err != nil {
+		return nil, err
+	}
+	var r metadata.ResourceInterface = c.md.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		r = c.md.Resource(m.Resource).Namespace(namespace)
+	}
+	read(ctx)
+	o, err := r.Get(ctx, ref.Name, metav1.GetOptions{})
+	if kerrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.UID != ref.UID {
+		return nil, nil
+	}
+	return metav1.GetControllerOf(o), nil
+}
+
+// ApplyStatus server-side applies intent to the status subresource, forcing
+// ownership of the fields it sets.
+func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	r, err := c.resource(intent.GroupVersionKind(), intent.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	write(ctx)
+	return r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+}
+
+// GetSecret returns the Secret, or an error for which kerrors.IsNotFound is
+// true.
+func (c *Client) GetSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	read(ctx)
+	return c.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// CreateSecret creates s. A Secret that exists already fails with an error
+// for which kerrors.IsAlreadyExists is true.
+func (c *Client) CreateSecret(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error) {
+	write(ctx)
+	return c.kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{FieldManager: FieldManager})
+}
+
+// UpdateSecret replaces s, with s's resourceVersion as a precondition: a
+// stale s fails with an error for which kerrors.IsConflict is true.
+func (c *Client) UpdateSecret(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error) {
+	write(ctx)
+	return c.kube.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{FieldManager: FieldManager})
+}
