@@ -175,6 +175,7 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 				"--profiling=false",
 			},
 		}
+		cp.apiSpec.Args = append(cp.apiSpec.Args, s.opts.APIServerArgs...)
 		p, err := s.run(cp.apiSpec)
 		s.setProcess(&cp.api, p)
 		return p, err

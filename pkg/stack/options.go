@@ -101,6 +101,12 @@ type Options struct {
 	// NATSServers is the size of the embedded NATS cluster. Reserved: only
 	// 0 (meaning 1) and 1 are supported today.
 	NATSServers int
+
+	// APIServerArgs are extra kube-apiserver flags, appended after the
+	// stack's own (for a repeated flag the last one wins), for example an
+	// audit policy for a benchmark that attributes requests to clients.
+	// RestartAPIServer keeps them. Ignored when Kubeconfig is set.
+	APIServerArgs []string
 }
 
 // ErrStateDirInUse is returned by Start when another live stack holds the
