@@ -212,10 +212,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	}
 
 	xr, err = r.syncComposite(ctx, log, cm, xr, d)
-	if err != nil {
-		if kerrors.IsConflict(err) {
-			return Result{}, err
-		}
+	switch {
+	case kerrors.IsConflict(err):
+		return Result{}, err
+	case kerrors.IsInvalid(err) || kerrors.IsBadRequest(err):
+		// The claim's spec does not fit the XR's schema: only a change of
+		// the claim can fix that, and it brings us back.
+		return r.refuse(ctx, cm, err)
+	case err != nil:
 		return r.fail(ctx, cm, nil, err)
 	}
 
@@ -255,6 +259,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	_, err = r.setStatus(ctx, cm, xr, conds...)
+	if kerrors.IsInvalid(err) || kerrors.IsBadRequest(err) {
+		// The XR's status holds something the claim's schema refuses. Say
+		// so on the claim; the XR's next change brings us back.
+		return r.refuse(ctx, cm, fmt.Errorf("cannot copy the status of composite resource %q to the claim: %w", xr.GetName(), err))
+	}
 	return Result{}, err
 }
 
@@ -388,6 +397,10 @@ func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstruc
 	if xr != nil && BoundTo(xr, cm) {
 		if ReclaimPolicy(cm, xr) == ReclaimRetain {
 			if err := r.release(ctx, cm, xr); err != nil {
+				if kerrors.IsConflict(err) {
+					// The XR changed since we read it: read it again.
+					return Result{}, err
+				}
 				return r.fail(ctx, cm, xr, err)
 			}
 			r.record.Event(cm, event.TypeNormal, ReasonRelease, fmt.Sprintf("Released composite resource %q (reclaimPolicy Retain)", xr.GetName()))
@@ -399,6 +412,10 @@ func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstruc
 					p = metav1.DeletePropagationForeground
 				}
 				if err := r.client.Delete(ctx, xr.GroupVersionKind(), "", xr.GetName(), xr.GetUID(), &p); err != nil {
+					if kerrors.IsConflict(err) {
+						// Another XR of that name replaced the one we read.
+						return Result{}, err
+					}
 					return r.fail(ctx, cm, xr, fmt.Errorf("cannot delete composite resource %q: %w", xr.GetName(), err))
 				}
 				r.record.Event(cm, event.TypeNormal, ReasonDelete, fmt.Sprintf("Deleting composite resource %q (compositeDeletePolicy %s)", xr.GetName(), DeletePolicy(cm, d)))
