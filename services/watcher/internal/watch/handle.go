@@ -17,11 +17,13 @@ import (
 )
 
 func (w *Watcher) onAdd(s *source, obj any, initial bool) {
-	if initial && s.known != nil {
-		if m, err := metaAccessor(obj); err == nil && s.known[keyOf(m.GetNamespace(), m.GetName())] == m.GetResourceVersion() {
-			// The source this one replaced published it already.
-			w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, false)
-			return
+	if known := s.known.Load(); initial && known != nil {
+		if m, err := metaAccessor(obj); err == nil {
+			if old, err := metaAccessor((*known)[keyOf(m.GetNamespace(), m.GetName())]); err == nil && old.GetResourceVersion() == m.GetResourceVersion() {
+				// The source this one replaced published it already.
+				w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, false)
+				return
+			}
 		}
 	}
 	w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, true)

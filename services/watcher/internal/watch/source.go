@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/object"
 	"github.com/loomxr/loom/services/watcher/internal/route"
 )
@@ -46,9 +47,11 @@ type source struct {
 	informer cache.SharedIndexInformer
 	handler  cache.ResourceEventHandlerRegistration
 	cancel   context.CancelFunc
-	// known are the resource versions, by key, of the objects the source this
-	// one replaced had cached; their initial adds are not published again.
-	known map[string]string
+	// known are the objects, by key, that the source this one replaced had
+	// cached: initial adds of unchanged ones are not published again, and
+	// those missing from the initial list are published as deleted. Nil once
+	// the initial list is through.
+	known atomic.Pointer[map[string]any]
 	// refused is set when the API server refused to list the kind (no RBAC,
 	// or the kind went away); start-up does not wait for such a source.
 	refused atomic.Bool
@@ -198,10 +201,10 @@ func (w *Watcher) reconcileOnce() (changed bool) {
 			w.start(gvk, roles, sp, nil)
 			changed = true
 		case s.spec != sp:
-			known := map[string]string{}
+			known := map[string]any{}
 			for _, obj := range s.informer.GetStore().List() {
 				if m, err := metaAccessor(obj); err == nil {
-					known[keyOf(m.GetNamespace(), m.GetName())] = m.GetResourceVersion()
+					known[keyOf(m.GetNamespace(), m.GetName())] = obj
 				}
 			}
 			w.stop(s, true)
@@ -226,7 +229,7 @@ func (w *Watcher) reconcileOnce() (changed bool) {
 }
 
 // start runs an informer for gvk. Callers hold w.mu.
-func (w *Watcher) start(gvk schema.GroupVersionKind, roles route.Role, sp spec, known map[string]string) {
+func (w *Watcher) start(gvk schema.GroupVersionKind, roles route.Role, sp spec, known map[string]any) {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = sp.selector }
 	indexers := cache.Indexers{uidIndex: func(obj any) ([]string, error) {
 		m, err := metaAccessor(obj)
@@ -241,7 +244,10 @@ func (w *Watcher) start(gvk schema.GroupVersionKind, roles route.Role, sp spec, 
 	} else {
 		inf = metadatainformer.NewFilteredMetadataInformer(w.metadata, sp.gvr, metav1.NamespaceAll, 0, indexers, tweak).Informer()
 	}
-	s := &source{gvk: gvk, spec: sp, roles: roles, informer: inf, known: known}
+	s := &source{gvk: gvk, spec: sp, roles: roles, informer: inf}
+	if known != nil {
+		s.known.Store(&known)
+	}
 	if err := inf.SetTransform(object.Transform(sp.shape)); err != nil {
 		w.log.Error("cannot set informer transform", "kind", gvk.String(), "err", err)
 	}
@@ -271,6 +277,30 @@ func (w *Watcher) start(gvk schema.GroupVersionKind, roles route.Role, sp spec, 
 	w.log.Info("watching", "kind", gvk.String(), "resource", sp.gvr.String(), "roles", roles.String(),
 		"metadataOnly", sp.shape == 0, "selector", sp.selector)
 	go inf.RunWithContext(ctx)
+	if known != nil {
+		go w.reportGone(ctx, s)
+	}
+}
+
+// reportGone waits for the initial list of a source that replaced another,
+// then publishes as deleted what the old source had and the new one did not
+// list: objects deleted while the sources changed over. (Objects the new
+// source does not list because its selector is narrower route nowhere: only
+// a kind watched as composed alone is watched with a selector, and only
+// labelled objects of it route.)
+func (w *Watcher) reportGone(ctx context.Context, s *source) {
+	if !cache.WaitForCacheSync(ctx.Done(), s.handler.HasSynced) {
+		return
+	}
+	known := s.known.Swap(nil)
+	if known == nil {
+		return
+	}
+	for key, obj := range *known {
+		if _, ok, _ := s.informer.GetStore().GetByKey(key); !ok {
+			w.handle(s, eventsv1.EventType_EVENT_TYPE_DELETED, obj, true)
+		}
+	}
 }
 
 // stop stops a source. Unless it is being replaced, the composed kinds its

@@ -540,13 +540,27 @@ metadata:
 		// A kind watched only as composed (labelled objects only) that is then
 		// requested is watched again without a selector; objects already
 		// published are not published again.
+		// A second composed NopResource is deleted while the watch changes
+		// over: its deletion is published either way.
+		nop2 := c.create(t, gvrNop, fmt.Sprintf(`
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: w1-abcde-nop2
+  labels: {crossplane.io/composite: w1-abcde}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w1-abcde, uid: %s, controller: true}]
+spec: {forProvider: {}}
+`, xr.GetUID()))
+		rec.expect(t, 0, want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: nop2.GetUID()})
 		before := rec.len()
 		if err := watchreq.Put(ctx, kv, string(xr.GetUID()), []watchreq.Request{
 			{APIVersion: "nop.crossplane.io/v1alpha1", Kind: "NopResource", Name: "w1-abcde-nop"},
 		}); err != nil {
 			t.Fatalf("Put(): %v", err)
 		}
+		c.delete(t, gvrNop, "", nop2.GetName())
 		w.expectWatching(t, gvkNop, route.RoleComposed|route.RoleRequested)
+		rec.expect(t, before, want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_DELETED, object: nop2.GetUID(), target: xr.GetUID()})
 		if _, sp, _ := w.watching(gvkNop); sp.selector != "" {
 			t.Errorf("NopResources: want no selector once requested, got %q", sp.selector)
 		}

@@ -10,6 +10,13 @@
 // few fields it needs; every other kind is watched metadata-only, and composed
 // kinds only with the crossplane.io/composite label.
 //
+// Watch requests: the renderer asks for objects to be watched on behalf of an
+// XR by writing a JSON list of requests under the XR's UID in the JetStream
+// key-value bucket loom-watches (format and helpers: package
+// github.com/loomxr/loom/pkg/watchreq). The watcher follows the bucket, runs
+// a metadata-only watch of each requested kind, and publishes a change of a
+// matching object to the renderer with each requesting XR as the target.
+//
 // Lifecycle: Run lists everything, waits until the initial lists are synced,
 // publishes one RESYNC event per service and target, and only then reports
 // ready. It repeats that resync every resync period (jittered), and sooner
