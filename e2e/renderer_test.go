@@ -304,7 +304,7 @@ func TestRenderer(t *testing.T) {
 
 	// Re-rendering the unchanged XR makes no API write.
 	t.Run("ZeroWritesOnRerender", func(t *testing.T) {
-		rerenderWritesNothing(t, env, getXR("render-auto"))
+		rerenderWritesNothing(t, env, getXR("render-auto"), "xrendernops")
 	})
 
 	// Editing the XR's spec updates the composed resources.
@@ -385,7 +385,7 @@ func TestRenderer(t *testing.T) {
 // event on its work stream, as the revision fan-out publishes) and checks,
 // with the API server's own request counters, that the render read the XR
 // and wrote nothing: neither the XR nor any NopResource.
-func rerenderWritesNothing(t *testing.T, env *framework.Env, xr *unstructured.Unstructured) {
+func rerenderWritesNothing(t *testing.T, env *framework.Env, xr *unstructured.Unstructured, plural string) {
 	ctx := t.Context()
 	nc, err := nats.Connect(env.Stack.NATSURL(), nats.Name("e2e-renderer"))
 	if err != nil {
@@ -415,7 +415,7 @@ func rerenderWritesNothing(t *testing.T, env *framework.Env, xr *unstructured.Un
 
 	count := func() (writes, xrGets float64) {
 		t.Helper()
-		for _, res := range []string{"xrendernops", "nopresources"} {
+		for _, res := range []string{plural, "nopresources"} {
 			for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY", "DELETE"} {
 				n, err := env.APIRequests(ctx, map[string]string{"resource": res, "verb": verb})
 				if err != nil {
@@ -424,7 +424,7 @@ func rerenderWritesNothing(t *testing.T, env *framework.Env, xr *unstructured.Un
 				writes += n
 			}
 		}
-		n, err := env.APIRequests(ctx, map[string]string{"resource": "xrendernops", "verb": "GET"})
+		n, err := env.APIRequests(ctx, map[string]string{"resource": plural, "verb": "GET"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,8 +27,8 @@ type selection struct {
 	// patch holds the machinery fields to write, keyed by field name
 	// (relative to the XR's machinery path).
 	patch map[string]any
-	// selectedBy says how the renderer chose the Composition just now
-	// (for an Event), empty when the XR already named it.
+	// selectedBy says how the renderer chose the Composition just now,
+	// when it chose among several (for an Event).
 	selectedBy string
 }
 
@@ -58,7 +58,6 @@ func (r *Reconciler) selectComposition(ctx context.Context, st *state, sel *sele
 		sel.composition = ref.Name
 		if cur != ref.Name {
 			sel.patch[xcrd.FieldCompositionRef] = map[string]any{"name": ref.Name}
-			sel.selectedBy = "the definition's enforcedCompositionRef"
 		}
 		return nil
 	}
@@ -70,7 +69,6 @@ func (r *Reconciler) selectComposition(ctx context.Context, st *state, sel *sele
 	if ref := st.xrd.Spec.DefaultCompositionRef; ref != nil && !hasSelector {
 		sel.composition = ref.Name
 		sel.patch[xcrd.FieldCompositionRef] = map[string]any{"name": ref.Name}
-		sel.selectedBy = "the definition's defaultCompositionRef"
 		return nil
 	}
 	items, err := r.client.List(ctx, revision.CompositionGVK, "", labels.SelectorFromSet(matchLabels))
@@ -93,7 +91,12 @@ func (r *Reconciler) selectComposition(ctx context.Context, st *state, sel *sele
 	}
 	sel.composition = Choose(st.xr.GetUID(), names)
 	sel.patch[xcrd.FieldCompositionRef] = map[string]any{"name": sel.composition}
-	sel.selectedBy = fmt.Sprintf("label selection among %d compatible Compositions", len(names))
+	if len(names) > 1 {
+		// A real choice: say which. With one candidate, or a ref from the
+		// definition, compositionRef says all there is to say, and an Event
+		// would be one more API write per XR.
+		sel.selectedBy = fmt.Sprintf("label selection among %d compatible Compositions", len(names))
+	}
 	return nil
 }
 
