@@ -1,7 +1,10 @@
 // Package service is the small runtime every Loom process shares: standard
 // flags with environment-variable fallbacks, the Kubernetes client
-// configuration, a NATS connection that reconnects forever, /healthz and
-// /readyz endpoints, and signal handling with a drain period.
+// configuration, a NATS connection that reconnects forever, /healthz,
+// /readyz and /metrics endpoints, telemetry (pkg/telemetry: OTLP traces when
+// the OTEL_* environment asks for them, a span for every Kubernetes API
+// request made within a traced context, logs carrying trace IDs), and signal
+// handling with a drain period.
 //
 // A service's main only wires it:
 //
@@ -35,6 +38,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/loomxr/loom/pkg/telemetry"
 )
 
 // Config is the standard configuration of a Loom process. RegisterFlags
@@ -50,12 +55,20 @@ type Config struct {
 	// ReplicaID names this replica in logs, NATS client names and leases.
 	// Flag --replica-id, env LOOM_REPLICA_ID, default the host name.
 	ReplicaID string
-	// HealthAddr is where /healthz and /readyz are served; empty disables
-	// them. Flag --health-addr, env LOOM_HEALTH_ADDR, default :8081.
+	// HealthAddr is where /healthz, /readyz and /metrics are served; empty
+	// disables them. Flag --health-addr, env LOOM_HEALTH_ADDR, default :8081.
 	HealthAddr string
-	// MetricsAddr is where /metrics is served; empty disables it. Flag
+	// MetricsAddr is a further address serving only /metrics, for setups
+	// that scrape on a port of their own; empty means none. Flag
 	// --metrics-addr, env LOOM_METRICS_ADDR.
 	MetricsAddr string
+	// LogLevel is the least severe level logged: debug, info, warn or
+	// error. At debug every handled event is logged. Flag --log-level, env
+	// LOOM_LOG_LEVEL, default info.
+	LogLevel string
+	// LogFormat is text (logfmt-style key=value) or json. Flag --log-format,
+	// env LOOM_LOG_FORMAT, default text.
+	LogFormat string
 	// DrainPeriod is how long the service may take to finish after
 	// SIGTERM before it exits anyway. Flag --drain-period, env
 	// LOOM_DRAIN_PERIOD, default 10s.
@@ -79,8 +92,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, lookup func(string) (string, bo
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "path of a kubeconfig; empty means in-cluster configuration (env KUBECONFIG)")
 	fs.StringVar(&c.NATSURL, "nats-url", env("LOOM_NATS_URL", nats.DefaultURL), "NATS server URL(s), comma-separated (env LOOM_NATS_URL)")
 	fs.StringVar(&c.ReplicaID, "replica-id", env("LOOM_REPLICA_ID", host), "name of this replica (env LOOM_REPLICA_ID)")
-	fs.StringVar(&c.HealthAddr, "health-addr", env("LOOM_HEALTH_ADDR", ":8081"), "address of /healthz and /readyz; empty disables them (env LOOM_HEALTH_ADDR)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("LOOM_METRICS_ADDR", ""), "address of /metrics; empty disables it (env LOOM_METRICS_ADDR)")
+	fs.StringVar(&c.HealthAddr, "health-addr", env("LOOM_HEALTH_ADDR", ":8081"), "address of /healthz, /readyz and /metrics; empty disables them (env LOOM_HEALTH_ADDR)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("LOOM_METRICS_ADDR", ""), "further address serving only /metrics; empty means none (env LOOM_METRICS_ADDR)")
+	fs.StringVar(&c.LogLevel, "log-level", env("LOOM_LOG_LEVEL", "info"), "least severe level logged: debug, info, warn or error (env LOOM_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", env("LOOM_LOG_FORMAT", "text"), "log format: text or json (env LOOM_LOG_FORMAT)")
 	fs.DurationVar(&c.DrainPeriod, "drain-period", drain, "how long to finish work after SIGTERM (env LOOM_DRAIN_PERIOD)")
 }
 
@@ -99,6 +114,29 @@ func (c Config) RESTConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("cannot load kubeconfig %s: %w", c.Kubeconfig, err)
 	}
 	return rc, nil
+}
+
+// Logger builds the process's logger from LogLevel and LogFormat, writing to
+// out. Records logged with a context inside a span carry its trace and span
+// IDs (telemetry.LogHandler).
+func (c Config) Logger(out io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if c.LogLevel != "" {
+		if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+			return nil, fmt.Errorf("cannot use log level %q: %w", c.LogLevel, err)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch strings.ToLower(c.LogFormat) {
+	case "", "text":
+		h = slog.NewTextHandler(out, opts)
+	case "json":
+		h = slog.NewJSONHandler(out, opts)
+	default:
+		return nil, fmt.Errorf("cannot use log format %q: want text or json", c.LogFormat)
+	}
+	return slog.New(telemetry.LogHandler(h)), nil
 }
 
 // Check is a readiness check: nil means ready.
@@ -161,10 +199,11 @@ func (rt *Runtime) ready(ctx context.Context) []string {
 	return failed
 }
 
-// Handler serves /healthz (the process is alive) and /readyz (every
-// readiness check passes).
+// Handler serves /healthz (the process is alive), /readyz (every
+// readiness check passes) and /metrics (telemetry.Handler).
 func (rt *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", telemetry.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -182,16 +221,23 @@ func (rt *Runtime) Handler() http.Handler {
 }
 
 // New sets up a Runtime from cfg: the logger, the Kubernetes client
-// configuration, the NATS connection (which keeps retrying in the
-// background), and the health endpoints. Close releases it.
+// configuration (whose transport traces requests, telemetry.WrapTransport),
+// the NATS connection (which keeps retrying in the background), and the
+// health and metrics endpoints. Close releases it. It does not install the
+// process's telemetry providers: Main does (telemetry.Setup).
 func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
-	log := slog.New(slog.NewTextHandler(logOut, nil)).With("service", name, "replica", cfg.ReplicaID)
+	log, err := cfg.Logger(logOut)
+	if err != nil {
+		return nil, err
+	}
+	log = log.With("service", name, "replica", cfg.ReplicaID)
 	rt := &Runtime{Name: name, Config: cfg, Log: log, checks: map[string]Check{}}
 	rc, err := cfg.RESTConfig()
 	if err != nil {
 		return nil, err
 	}
 	rc.UserAgent = "loom-" + name + "/" + cfg.ReplicaID
+	rc.Wrap(telemetry.WrapTransport)
 	rt.REST = rc
 
 	nc, err := nats.Connect(cfg.NATSURL,
@@ -219,21 +265,19 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 
 	if cfg.HealthAddr != "" {
 		if err := rt.serve(cfg.HealthAddr, rt.Handler()); err != nil {
-			nc.Close()
+			_ = rt.Close(context.Background())
+			return nil, err
+		}
+	}
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", telemetry.Handler())
+		if err := rt.serve(cfg.MetricsAddr, mux); err != nil {
+			_ = rt.Close(context.Background())
 			return nil, err
 		}
 	}
 	return rt, nil
-}
-
-// ServeMetrics serves h on Config.MetricsAddr, if set, until Close.
-func (rt *Runtime) ServeMetrics(h http.Handler) error {
-	if rt.Config.MetricsAddr == "" {
-		return nil
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	return rt.serve(rt.Config.MetricsAddr, mux)
 }
 
 func (rt *Runtime) serve(addr string, h http.Handler) error {
@@ -312,6 +356,18 @@ func main(name string, run RunFunc, extraFlags func(*flag.FlagSet), args []strin
 		}
 		return 2
 	}
+	shutdown, err := telemetry.Setup(context.Background(), name, cfg.ReplicaID, telemetry.WithLookupEnv(lookup))
+	if err != nil {
+		fmt.Fprintf(out, "%s: %v\n", name, err)
+		return 1
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			fmt.Fprintf(out, "%s: cannot flush telemetry: %v\n", name, err)
+		}
+	}()
 	rt, err := New(name, cfg, out)
 	if err != nil {
 		fmt.Fprintf(out, "%s: %v\n", name, err)

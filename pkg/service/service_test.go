@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/loomxr/loom/pkg/telemetry"
 )
 
 func TestRegisterFlags(t *testing.T) {
@@ -28,19 +32,21 @@ func TestRegisterFlags(t *testing.T) {
 		"Environment": {
 			reason: "Environment variables provide the defaults.",
 			env: map[string]string{"KUBECONFIG": "/k", "LOOM_NATS_URL": "nats://n:4222", "LOOM_REPLICA_ID": "r-1",
-				"LOOM_HEALTH_ADDR": "127.0.0.1:1", "LOOM_METRICS_ADDR": "127.0.0.1:2", "LOOM_DRAIN_PERIOD": "3s"},
-			want: Config{Kubeconfig: "/k", NATSURL: "nats://n:4222", ReplicaID: "r-1", HealthAddr: "127.0.0.1:1", MetricsAddr: "127.0.0.1:2", DrainPeriod: 3 * time.Second},
+				"LOOM_HEALTH_ADDR": "127.0.0.1:1", "LOOM_METRICS_ADDR": "127.0.0.1:2", "LOOM_DRAIN_PERIOD": "3s",
+				"LOOM_LOG_LEVEL": "debug", "LOOM_LOG_FORMAT": "json"},
+			want: Config{Kubeconfig: "/k", NATSURL: "nats://n:4222", ReplicaID: "r-1", HealthAddr: "127.0.0.1:1", MetricsAddr: "127.0.0.1:2",
+				LogLevel: "debug", LogFormat: "json", DrainPeriod: 3 * time.Second},
 		},
 		"FlagsWin": {
 			reason: "Flags override the environment.",
 			env:    map[string]string{"KUBECONFIG": "/env", "LOOM_REPLICA_ID": "env"},
-			args:   []string{"--kubeconfig=/flag", "--replica-id=flag", "--nats-url=nats://f:1", "--health-addr=", "--drain-period=1s"},
-			want:   Config{Kubeconfig: "/flag", NATSURL: "nats://f:1", ReplicaID: "flag", HealthAddr: "", DrainPeriod: time.Second},
+			args:   []string{"--kubeconfig=/flag", "--replica-id=flag", "--nats-url=nats://f:1", "--health-addr=", "--drain-period=1s", "--log-level=warn"},
+			want:   Config{Kubeconfig: "/flag", NATSURL: "nats://f:1", ReplicaID: "flag", HealthAddr: "", LogLevel: "warn", LogFormat: "text", DrainPeriod: time.Second},
 		},
 		"Defaults": {
 			reason: "Without either, the documented defaults apply.",
 			env:    map[string]string{"LOOM_REPLICA_ID": "fixed"},
-			want:   Config{NATSURL: "nats://127.0.0.1:4222", ReplicaID: "fixed", HealthAddr: ":8081", DrainPeriod: 10 * time.Second},
+			want:   Config{NATSURL: "nats://127.0.0.1:4222", ReplicaID: "fixed", HealthAddr: ":8081", LogLevel: "info", LogFormat: "text", DrainPeriod: 10 * time.Second},
 		},
 	}
 	for name, tc := range cases {
@@ -112,6 +118,100 @@ func TestReadyz(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestLogger(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		cfg     Config
+		want    []string
+		wantErr bool
+	}{
+		"Default": {
+			reason: "The zero Config logs text at info and above.",
+			want:   []string{"level=INFO msg=info"},
+		},
+		"DebugJSON": {
+			reason: "Debug lines appear at level debug; json is JSON.",
+			cfg:    Config{LogLevel: "debug", LogFormat: "json"},
+			want:   []string{`"level":"DEBUG","msg":"debug"`, `"level":"INFO","msg":"info"`},
+		},
+		"BadLevel": {
+			reason:  "An unknown level is an error.",
+			cfg:     Config{LogLevel: "chatty"},
+			wantErr: true,
+		},
+		"BadFormat": {
+			reason:  "An unknown format is an error.",
+			cfg:     Config{LogFormat: "xml"},
+			wantErr: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			log, err := tc.cfg.Logger(&out)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("%s\nLogger(): error %v, want error %t", tc.reason, err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			log.Debug("debug")
+			log.Info("info")
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != len(tc.want) {
+				t.Fatalf("%s\ngot %d lines, want %d:\n%s", tc.reason, len(lines), len(tc.want), out.String())
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(lines[i], w) {
+					t.Errorf("%s\nline %d = %s; want it to contain %s", tc.reason, i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestMetricsEndpoints(t *testing.T) {
+	url := runNATS(t)
+	health, metrics := freeAddr(t), freeAddr(t)
+	cfg := Config{Kubeconfig: kubeconfig(t), NATSURL: url, ReplicaID: "m-0", HealthAddr: health, MetricsAddr: metrics}
+	shutdown, err := telemetry.Setup(t.Context(), "test", "m-0", telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = shutdown(context.Background()) }()
+	rt, err := New("test", cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rt.Close(context.Background()) }()
+	for _, addr := range []string{health, metrics} {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatalf("GET %s/metrics: %v", addr, err)
+		}
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body.String(), "process_resident_memory_bytes") {
+			t.Errorf("GET %s/metrics: %d\n%s", addr, resp.StatusCode, body.String())
+		}
+	}
+	if rt.REST.WrapTransport == nil {
+		t.Errorf("the REST config's transport is not instrumented")
+	}
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // runNATS starts an in-process NATS server for the test.
