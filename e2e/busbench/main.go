@@ -46,6 +46,7 @@ type options struct {
 	concurrency int
 	partitions  int
 	inFlight    int
+	verbose     bool
 }
 
 func main() {
@@ -58,6 +59,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", bus.DefaultPartitions, "partitions per work stream")
 	flag.IntVar(&o.inFlight, "in-flight", 2048, "publisher's bound on unacknowledged events")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of both runs to this file")
+	flag.BoolVar(&o.verbose, "v", false, "log the workers' and publisher's info messages to stderr")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -145,6 +147,9 @@ func run(o options) error {
 
 	rec := &recorder{}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.verbose {
+		quiet = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	var (
 		workers []*bus.Worker
 		conns   []*nats.Conn
@@ -182,15 +187,25 @@ func run(o options) error {
 			}
 		}()
 	}
-	if err := waitFor(30*time.Second, "every partition to be owned by a settled set of replicas", func() bool {
+	// Wait until every partition has one owner and the assignment has not
+	// changed for a second, so that no run measures a rebalance.
+	var (
+		last   string
+		stable time.Time
+	)
+	if err := waitFor(time.Minute, "every partition to be owned by a settled set of replicas", func() bool {
 		total := 0
+		var cur string
 		for _, w := range workers {
-			if len(w.Owned()) == 0 {
-				return false
-			}
-			total += len(w.Owned())
+			owned := w.Owned()
+			total += len(owned)
+			cur += fmt.Sprint(owned)
 		}
-		return total == o.partitions
+		if total != o.partitions || cur != last {
+			last, stable = cur, time.Now()
+			return false
+		}
+		return time.Since(stable) > time.Second
 	}); err != nil {
 		return err
 	}
