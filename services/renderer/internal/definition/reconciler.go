@@ -317,9 +317,15 @@ func (r *Reconciler) delete(ctx context.Context, u *unstructured.Unstructured, x
 
 // deleteAll deletes every object of kind gvk that is not being deleted yet
 // and returns how many exist. A kind the API server does not serve has none.
+// When the renderer may not list the kind (its aggregated role is gone
+// already), it reports none: deleting the CRD then deletes the objects.
 func (r *Reconciler) deleteAll(ctx context.Context, gvk schema.GroupVersionKind) (int, error) {
 	items, err := r.client.List(ctx, gvk, "", nil)
 	if meta.IsNoMatchError(err) || kerrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if kerrors.IsForbidden(err) {
+		r.log.Warn("Cannot list the objects of a deleted definition; deleting their CustomResourceDefinition deletes them", "kind", gvk.Kind, "err", err)
 		return 0, nil
 	}
 	if err != nil {
