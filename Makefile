@@ -73,9 +73,16 @@ unit: ## Unit and integration tests of every module, with the race detector.
 e2e: build control-plane ## End-to-end tests on the real local stack.
 	cd e2e && go test -timeout $(E2E_TIMEOUT) -count=1 -tags e2e ./...
 
+# make bench: N claims; SCALE=1 runs renderer and binder at 1 and at 3
+# replicas; NATS_CLUSTER=3 runs on one NATS server and on a cluster;
+# BENCH_FLAGS passes more flags (go run -tags e2e ./bench/cmd/loombench -h).
+N            ?= 1000
+SCALE        ?= 0
+NATS_CLUSTER ?= 0
+BENCH_FLAGS  ?=
 .PHONY: bench
-bench: build control-plane ## Scale benchmark (see BENCHMARKS.md).
-	cd e2e && go test -run '^$$' -bench . -benchtime 1x -tags e2e ./bench/...
+bench: build control-plane ## Scale benchmark: N claims to Ready; writes bench/results/latest.json and a row of BENCHMARKS.md.
+	cd e2e && go run -tags e2e ./bench/cmd/loombench -n $(N) -scale=$(SCALE) -nats-cluster $(NATS_CLUSTER) $(BENCH_FLAGS)
 
 .PHONY: bench-bus
 bench-bus: ## Event bus on an embedded NATS server, 3 worker replicas: prints {"events_per_s","p50_ms","p99_ms","overlaps"}.

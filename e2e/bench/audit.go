@@ -1,0 +1,196 @@
+//go:build e2e
+
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// auditPolicy records every request at the Metadata level (who, what verb,
+// which resource, the response code; never a body), except health checks
+// and the API server's own requests. The stages before the response are
+// left out so that each request is one line.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: None
+  nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/metrics", "/version", "/openapi*", "/api", "/apis", "/api/*", "/apis/*"]
+- level: None
+  users: ["system:apiserver"]
+- level: Metadata
+`
+
+// auditFlags writes the audit policy to dir and returns the kube-apiserver
+// flags that log to <dir>/kube-apiserver-audit.log. The log backend blocks
+// (the default mode) rather than drop events, so the counts are exact.
+func auditFlags(dir string) (flags []string, logPath string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("cannot create %s: %w", dir, err)
+	}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return nil, "", fmt.Errorf("cannot write audit policy: %w", err)
+	}
+	logPath = filepath.Join(dir, "kube-apiserver-audit.log")
+	return []string{
+		"--audit-policy-file=" + policy,
+		"--audit-log-path=" + logPath,
+		"--audit-log-format=json",
+		"--audit-log-maxsize=0",
+	}, logPath, nil
+}
+
+// An auditKey is one class of requests in the audit log.
+type auditKey struct {
+	Client   string // see clientOf
+	Verb     string // create, update, patch, delete, deletecollection, get, list, watch
+	Resource string // resource[/subresource]
+	Code     int
+}
+
+// auditCounts are requests counted from the audit log, by class.
+type auditCounts map[auditKey]float64
+
+// A window is a named interval of time; requests received in it count.
+type window struct {
+	name     string
+	from, to time.Time
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the benchmark reads.
+type auditEvent struct {
+	Stage string `json:"stage"`
+	Verb  string `json:"verb"`
+	User  struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+}
+
+// readAudit counts the requests of the audit log at path received in each
+// window, by window name.
+func readAudit(path string, windows []window) (map[string]auditCounts, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open audit log: %w", err)
+	}
+	defer f.Close()
+	out := map[string]auditCounts{}
+	for _, w := range windows {
+		out[w.name] = auditCounts{}
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("cannot decode audit event: %w", err)
+		}
+		if ev.Stage != "ResponseComplete" && ev.Stage != "Panic" {
+			continue
+		}
+		k := auditKey{Client: clientOf(ev.User.Username), Verb: ev.Verb}
+		if ev.ObjectRef != nil {
+			k.Resource = ev.ObjectRef.Resource
+			if ev.ObjectRef.Subresource != "" {
+				k.Resource += "/" + ev.ObjectRef.Subresource
+			}
+		}
+		if ev.ResponseStatus != nil {
+			k.Code = ev.ResponseStatus.Code
+		}
+		t := ev.RequestReceivedTimestamp
+		for _, w := range windows {
+			if !t.Before(w.from) && t.Before(w.to) {
+				out[w.name][k]++
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read audit log: %w", err)
+	}
+	return out, nil
+}
+
+// Client names in the benchmark's figures.
+const (
+	ClientHarness   = "harness"      // the benchmark itself: load generator and observers
+	ClientProvider  = "provider-nop" // the test provider
+	ClientKCM       = "kube-controller-manager"
+	serviceAccounts = "system:serviceaccount:"
+)
+
+// loomServices are Loom's own services, whose writes are "Loom's writes".
+var loomServices = map[string]bool{"watcher": true, "binder": true, "renderer": true, "secrets": true}
+
+// clientOf names the client of a request by its user: a Loom service or
+// the provider by ServiceAccount (loom-<name>), the harness by its admin
+// certificate, kube-controller-manager by its own or its controllers'
+// identities.
+func clientOf(user string) string {
+	switch {
+	case strings.HasPrefix(user, serviceAccounts+"loom-system:loom-"):
+		return strings.TrimPrefix(user, serviceAccounts+"loom-system:loom-")
+	case user == "loom-admin":
+		return ClientHarness
+	case strings.HasPrefix(user, "system:kube-controller-manager"), strings.HasPrefix(user, serviceAccounts+"kube-system:"):
+		return ClientKCM
+	default:
+		return user
+	}
+}
+
+// auditWriteVerbs are the audit verbs that change state.
+var auditWriteVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
+
+// auditReadVerbs are the audit verbs that read.
+var auditReadVerbs = map[string]bool{"get": true, "list": true, "watch": true}
+
+// sum adds the requests for which keep returns true.
+func (c auditCounts) sum(keep func(auditKey) bool) float64 {
+	var n float64
+	for k, v := range c {
+		if keep(k) {
+			n += v
+		}
+	}
+	return n
+}
+
+// by sums the requests of keep by the name label gives them.
+func (c auditCounts) by(keep func(auditKey) bool, label func(auditKey) string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range c {
+		if keep(k) {
+			out[label(k)] += v
+		}
+	}
+	return out
+}
+
+func isLoom(k auditKey) bool        { return loomServices[k.Client] }
+func isAuditWrite(k auditKey) bool  { return auditWriteVerbs[k.Verb] }
+func isAuditRead(k auditKey) bool   { return auditReadVerbs[k.Verb] }
+func loomWrite(k auditKey) bool     { return isLoom(k) && isAuditWrite(k) }
+func loomRead(k auditKey) bool      { return isLoom(k) && isAuditRead(k) }
+func providerWrite(k auditKey) bool { return k.Client == ClientProvider && isAuditWrite(k) }
+func harnessWrite(k auditKey) bool  { return k.Client == ClientHarness && isAuditWrite(k) }
+func loomOrProvWrite(k auditKey) bool {
+	return (isLoom(k) || k.Client == ClientProvider) && isAuditWrite(k)
+}
+func verbLabel(k auditKey) string     { return k.Verb }
+func clientVerbRes(k auditKey) string { return k.Client + ": " + k.Verb + " " + k.Resource }

@@ -1,0 +1,159 @@
+//go:build e2e
+
+// Command loombench runs Loom's scale benchmark (package bench) and writes
+// its results: bench/results/latest.json and a row per run appended to
+// BENCHMARKS.md. `make bench` runs it; `make bench N=5000`, `make bench
+// SCALE=1` (renderer and binder at 1 and at 3 replicas, with the ratio) and
+// `make bench NATS_CLUSTER=3` (one NATS server and a cluster, with the
+// ratio) vary it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/loomxr/loom/e2e/bench"
+	"github.com/loomxr/loom/pkg/stack"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "loombench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		n        = flag.Int("n", 1000, "claims to create")
+		creators = flag.Int("creators", 32, "concurrent creators of claims and of the ceiling's NopResources")
+		ceiling  = flag.Duration("ceiling", 20*time.Second, "how long to measure the raw ceiling; 0 skips it")
+		scale    = flag.Bool("scale", false, "run twice, renderer and binder at 1 and at 3 replicas, and report the ratio")
+		cluster  = flag.Int("nats-cluster", 0, "if above 1, run twice, on one NATS server and on a cluster of this many, and report the ratio")
+		replicas = flag.String("replicas", "", "replicas of services for a single run, for example renderer=2,binder=2")
+		noAudit  = flag.Bool("no-audit", false, "run the API server without an audit log (requests attributed from its counters only)")
+		timeout  = flag.Duration("timeout", 20*time.Minute, "how long to wait for every claim to be Ready")
+		keep     = flag.Bool("keep", false, "keep the stack's state folder (logs, audit log)")
+		out      = flag.String("out", "", "results file (default <repo>/bench/results/latest.json)")
+		md       = flag.String("md", "", `Markdown file to append rows to (default <repo>/BENCHMARKS.md; "-" for none)`)
+	)
+	flag.Parse()
+	if *ceiling == 0 {
+		*ceiling = -1
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	repo, err := stack.FindRepoRoot(wd)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = filepath.Join(repo, "bench", "results", "latest.json")
+	}
+	if *md == "" {
+		*md = filepath.Join(repo, "BENCHMARKS.md")
+	}
+	base, err := parseReplicas(*replicas)
+	if err != nil {
+		return err
+	}
+
+	type variant struct {
+		name     string
+		replicas map[string]int
+		nats     int
+	}
+	variants := []variant{{replicas: base}}
+	switch {
+	case *scale && *cluster > 1:
+		return errors.New("-scale and -nats-cluster cannot be combined")
+	case *scale:
+		variants = []variant{
+			{replicas: map[string]int{"renderer": 1, "binder": 1}},
+			{replicas: map[string]int{"renderer": 3, "binder": 3}},
+		}
+	case *cluster > 1:
+		variants = []variant{{replicas: base, nats: 1}, {replicas: base, nats: *cluster}}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var results []bench.Result
+	for _, v := range variants {
+		cfg := bench.Config{
+			Claims: *n, Creators: *creators, Ceiling: *ceiling, Replicas: v.replicas, NATSServers: v.nats,
+			NoAudit: *noAudit, KeepState: *keep, ReadyTimeout: *timeout, RepoRoot: repo, Log: os.Stderr,
+		}
+		if v.nats > 1 {
+			cfg.Name = fmt.Sprintf("NATS cluster of %d", v.nats)
+		}
+		res, err := bench.Run(ctx, cfg)
+		if err != nil {
+			if res != nil {
+				failed := filepath.Join(repo, "bench", "results", "tmp", "failed.json")
+				if werr := bench.WriteJSON(failed, res); werr == nil {
+					fmt.Fprintf(os.Stderr, "loombench: partial results in %s\n", failed)
+				}
+			}
+			return err
+		}
+		results = append(results, *res)
+		if *md != "-" {
+			if err := bench.AppendBenchmarksRow(*md, *res); err != nil {
+				return err
+			}
+		}
+	}
+	rep := bench.Report{Result: results[0]}
+	if len(results) > 1 {
+		rep.Runs = results
+		ratio := 0.0
+		if results[0].ClaimsPerS > 0 {
+			ratio = results[1].ClaimsPerS / results[0].ClaimsPerS
+		}
+		ratio = float64(int(ratio*1000+0.5)) / 1000
+		if *scale {
+			rep.ScaleRatio = ratio
+		} else {
+			rep.NATSClusterRatio = ratio
+		}
+	}
+	if err := bench.WriteJSON(*out, rep); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(*out)
+	if err != nil {
+		return err
+	}
+	os.Stdout.Write(b)
+	fmt.Fprintf(os.Stderr, "loombench: wrote %s\n", *out)
+	return nil
+}
+
+// parseReplicas parses "renderer=2,binder=3".
+func parseReplicas(s string) (map[string]int, error) {
+	out := map[string]int{}
+	if s == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 {
+			return nil, fmt.Errorf("cannot parse -replicas %q: want service=count,...", s)
+		}
+		out[strings.TrimSpace(k)] = n
+	}
+	return out, nil
+}
