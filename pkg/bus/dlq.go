@@ -67,8 +67,9 @@ func (l *lease) deadLetter(pm *pending, delivery int, reason string) {
 		return
 	}
 	_ = pm.msg.TermWithReason(truncate(reason, 200))
-	w.metrics.handled(w.service, OutcomeDeadLetter, 0)
-	w.metrics.deadLettered(w.service)
+	kind := pm.req.Target.GetKind()
+	w.metrics.handled(w.service, kind, OutcomeDeadLetter, 0)
+	w.metrics.deadLettered(w.service, kind)
 }
 
 // headerValue makes s safe as a NATS header value: one line, bounded.

@@ -139,8 +139,11 @@
 // Metrics are OpenTelemetry instruments from the global MeterProvider
 // (loom.bus.events.published, loom.bus.events.handled,
 // loom.bus.handle.duration, loom.bus.events.coalesced, loom.bus.dead_letters,
-// loom.bus.partitions.owned); they cost nothing until a service installs a
-// provider.
+// loom.bus.redeliveries, loom.bus.partitions.owned, and the gauges
+// loom.bus.consumer.pending and loom.bus.consumer.ack_pending, read from
+// JetStream for the owned partitions at each collection); they cost nothing
+// until a service installs a provider. Events are counted by service, target
+// kind and outcome.
 //
 // Package bustest runs embedded NATS servers (single or clustered) for tests
 // and benchmarks.

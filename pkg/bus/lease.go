@@ -318,6 +318,9 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		return
 	}
 	pm.req = Request{Event: ev, Target: tgt, Delivery: max(1, delivery)}
+	if delivery > 1 {
+		w.metrics.redelivered(w.service, tgt.GetKind())
+	}
 	if delivery > w.cfg.MaxDeliver {
 		l.deadLetter(pm, delivery, fmt.Sprintf("delivered %d times, more than max deliver %d (the handler never finished: crash or timeout?)", delivery, w.cfg.MaxDeliver))
 		return
@@ -409,7 +412,7 @@ func (l *lease) handle(uid string, t *target, pm *pending) {
 				l.deadLetter(pm, pm.req.Delivery, "permanent error: "+err.Error())
 			} else {
 				_ = pm.msg.Ack()
-				w.metrics.handled(w.service, OutcomeSuperseded, d)
+				w.metrics.handled(w.service, pm.req.Target.GetKind(), OutcomeSuperseded, d)
 			}
 			w.metrics.coalesced(w.service, folded)
 			next.req.Coalesced = folded
@@ -512,13 +515,13 @@ func (l *lease) settle(pm *pending, res Result, err error, d time.Duration) {
 	switch {
 	case err == nil && res.RequeueAfter <= 0:
 		_ = pm.msg.Ack()
-		w.metrics.handled(w.service, OutcomeSuccess, d)
+		w.metrics.handled(w.service, req.Target.GetKind(), OutcomeSuccess, d)
 		if debug {
 			l.logFor(pm).Debug("handled", "duration", d, "coalesced", req.Coalesced)
 		}
 	case err == nil:
 		l.requeue(pm, res.RequeueAfter)
-		w.metrics.handled(w.service, OutcomeRequeue, d)
+		w.metrics.handled(w.service, req.Target.GetKind(), OutcomeRequeue, d)
 		if debug {
 			l.logFor(pm).Debug("handled; requeued", "after", res.RequeueAfter, "duration", d)
 		}
@@ -538,7 +541,7 @@ func (l *lease) settle(pm *pending, res Result, err error, d time.Duration) {
 			return
 		}
 		_ = pm.msg.NakWithDelay(delay)
-		w.metrics.handled(w.service, OutcomeError, d)
+		w.metrics.handled(w.service, req.Target.GetKind(), OutcomeError, d)
 		l.logFor(pm).Info("handler failed; will retry", "error", err, "retry_in", delay)
 	}
 }

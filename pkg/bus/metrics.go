@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -18,15 +20,23 @@ const (
 	OutcomeSuperseded = "superseded"  // a newer event for the target arrived meanwhile
 )
 
+// durationBuckets are the buckets of the handling duration histogram, in
+// seconds.
+var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
 // metrics holds the bus's OpenTelemetry instruments. They come from the
 // global MeterProvider, which does nothing until a service installs one.
 type metrics struct {
+	meter        metric.Meter
 	publishedC   metric.Int64Counter
 	handledC     metric.Int64Counter
 	duration     metric.Float64Histogram
 	coalescedC   metric.Int64Counter
 	deadLettersC metric.Int64Counter
+	redeliveredC metric.Int64Counter
 	ownedC       metric.Int64UpDownCounter
+	pendingG     metric.Int64ObservableGauge
+	ackPendingG  metric.Int64ObservableGauge
 }
 
 func newMetrics() *metrics {
@@ -34,43 +44,93 @@ func newMetrics() *metrics {
 	// Instrument creation fails only for invalid names, which are constants
 	// here; a failed instrument is a no-op one, so errors are dropped.
 	pub, _ := m.Int64Counter("loom.bus.events.published",
-		metric.WithDescription("Events published to the bus, by service and result."))
+		metric.WithDescription("Events published to the bus, by service (the receiving one), target kind and outcome (ok, error)."))
 	han, _ := m.Int64Counter("loom.bus.events.handled",
-		metric.WithDescription("Events handled by workers, by service and outcome."))
+		metric.WithDescription("Events handled by workers, by service, target kind and outcome."))
 	dur, _ := m.Float64Histogram("loom.bus.handle.duration", metric.WithUnit("s"),
-		metric.WithDescription("Duration of one handler call, by service and outcome."))
+		metric.WithDescription("Duration of one handler call, by service, target kind and outcome."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	coa, _ := m.Int64Counter("loom.bus.events.coalesced",
 		metric.WithDescription("Events folded into the handling of a newer event for the same target."))
 	dlq, _ := m.Int64Counter("loom.bus.dead_letters",
-		metric.WithDescription("Events dead-lettered, by service."))
+		metric.WithDescription("Events dead-lettered, by service and target kind."))
+	red, _ := m.Int64Counter("loom.bus.redeliveries",
+		metric.WithDescription("Events delivered again after a failure, a timeout or a crash (retries), by service and target kind."))
 	own, _ := m.Int64UpDownCounter("loom.bus.partitions.owned",
 		metric.WithDescription("Partitions this replica owns, by service."))
-	return &metrics{publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq, ownedC: own}
+	pen, _ := m.Int64ObservableGauge("loom.bus.consumer.pending",
+		metric.WithDescription("Events waiting in a partition's consumer, not yet delivered, by service and partition (reported by the owner)."))
+	ack, _ := m.Int64ObservableGauge("loom.bus.consumer.ack_pending",
+		metric.WithDescription("Events delivered from a partition's consumer and not yet acknowledged, by service and partition (reported by the owner)."))
+	return &metrics{meter: m, publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq,
+		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack}
 }
 
-func (m *metrics) published(service string, err error) {
-	result := "ok"
+func (m *metrics) published(service, kind string, err error) {
+	outcome := "ok"
 	if err != nil {
-		result = "error"
+		outcome = "error"
 	}
 	m.publishedC.Add(context.Background(), 1, metric.WithAttributes(
-		attribute.String("service", service), attribute.String("result", result)))
+		attribute.String("service", service), attribute.String("kind", kind), attribute.String("outcome", outcome)))
 }
 
-func (m *metrics) handled(service, outcome string, d time.Duration) {
-	attrs := metric.WithAttributes(attribute.String("service", service), attribute.String("outcome", outcome))
+func (m *metrics) handled(service, kind, outcome string, d time.Duration) {
+	attrs := metric.WithAttributes(attribute.String("service", service), attribute.String("kind", kind), attribute.String("outcome", outcome))
 	m.handledC.Add(context.Background(), 1, attrs)
 	if d > 0 {
 		m.duration.Record(context.Background(), d.Seconds(), attrs)
 	}
 }
 
+func (m *metrics) redelivered(service, kind string) {
+	m.redeliveredC.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("service", service), attribute.String("kind", kind)))
+}
+
+// observeConsumers reports the pending and ack-pending counts of the
+// consumers of the partitions w owns, read from JetStream at each
+// collection, until the returned function is called.
+func (m *metrics) observeConsumers(w *Worker) func() {
+	reg, err := m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		if w.nc.Status() != nats.CONNECTED {
+			return nil
+		}
+		// One bound for all partitions, so that a slow server cannot stall
+		// a scrape for long.
+		ctx, cancel := context.WithTimeout(ctx, kvTimeout)
+		defer cancel()
+		for _, p := range w.Owned() {
+			c, err := w.js.Consumer(ctx, StreamName(w.service), ConsumerName(w.service, p))
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				continue
+			}
+			var info *jetstream.ConsumerInfo
+			if info = c.CachedInfo(); info == nil {
+				continue
+			}
+			attrs := metric.WithAttributes(attribute.String("service", w.service), attribute.Int("partition", p))
+			o.ObserveInt64(m.pendingG, int64(info.NumPending), attrs)
+			o.ObserveInt64(m.ackPendingG, int64(info.NumAckPending), attrs)
+		}
+		return nil
+	}, m.pendingG, m.ackPendingG)
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = reg.Unregister() }
+}
+
 func (m *metrics) coalesced(service string, n int) {
 	m.coalescedC.Add(context.Background(), int64(n), metric.WithAttributes(attribute.String("service", service)))
 }
 
-func (m *metrics) deadLettered(service string) {
-	m.deadLettersC.Add(context.Background(), 1, metric.WithAttributes(attribute.String("service", service)))
+func (m *metrics) deadLettered(service, kind string) {
+	m.deadLettersC.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("service", service), attribute.String("kind", kind)))
 }
 
 func (m *metrics) owned(service string, delta int64) {

@@ -126,7 +126,7 @@ func (p *Publisher) Publish(ctx context.Context, service string, ev *eventsv1.Ev
 	}
 	p.pending++
 	p.mu.Unlock()
-	go p.await(f, service)
+	go p.await(f, service, msgKind(ev))
 	return nil
 }
 
@@ -190,6 +190,14 @@ func (p *Publisher) message(service string, ev *eventsv1.Event) (*nats.Msg, erro
 	return msg, nil
 }
 
+// msgKind is the kind of ev's target, for metrics.
+func msgKind(ev *eventsv1.Event) string {
+	if t := ev.GetTarget(); t != nil {
+		return t.GetKind()
+	}
+	return ev.GetObject().GetKind()
+}
+
 // MsgID is the deduplication ID of an event: target UID, object UID,
 // resourceVersion and type, or "" when the event has no resourceVersion.
 func MsgID(ev *eventsv1.Event) string {
@@ -205,7 +213,7 @@ func MsgID(ev *eventsv1.Event) string {
 
 // await waits for the acknowledgement of f, resending the message on failure,
 // then frees its slot.
-func (p *Publisher) await(f jetstream.PubAckFuture, service string) {
+func (p *Publisher) await(f jetstream.PubAckFuture, service, kind string) {
 	var err error
 	select {
 	case <-f.Ok():
@@ -219,7 +227,7 @@ func (p *Publisher) await(f jetstream.PubAckFuture, service string) {
 		_, err = p.js.PublishMsg(ctx, f.Msg())
 		cancel()
 	}
-	p.metrics.published(service, err)
+	p.metrics.published(service, kind, err)
 	p.mu.Lock()
 	if err != nil {
 		p.log.Info("cannot publish event", "subject", f.Msg().Subject, "error", err)

@@ -156,6 +156,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.open(ctx); err != nil {
 		return err
 	}
+	defer w.metrics.observeConsumers(w)()
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
 	mw, err := w.members.Watch(wctx, w.service+".>")
