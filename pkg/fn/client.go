@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -161,6 +162,7 @@ type Client struct {
 	resolver       Resolver
 	defaultTimeout time.Duration
 	dialOptions    []grpc.DialOption
+	metrics        *runMetrics
 
 	mu  sync.Mutex
 	fns map[string]*conn
@@ -195,9 +197,13 @@ func WithDialOptions(o ...grpc.DialOption) ClientOption {
 	return func(c *Client) { c.dialOptions = append(c.dialOptions, o...) }
 }
 
-// NewClient returns a Client that finds functions with r.
+// NewClient returns a Client that finds functions with r. Its calls are
+// traced (otelgrpc, a client span under the caller's) and counted with
+// Crossplane's composition_run_function_* metrics, through the global
+// OpenTelemetry providers.
 func NewClient(r Resolver, o ...ClientOption) *Client {
-	c := &Client{resolver: r, defaultTimeout: DefaultTimeout, fns: map[string]*conn{}}
+	c := &Client{resolver: r, defaultTimeout: DefaultTimeout, fns: map[string]*conn{}, metrics: newRunMetrics(),
+		dialOptions: []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler())}}
 	for _, fn := range o {
 		fn(c)
 	}
@@ -331,10 +337,15 @@ func (c *Client) RunFunction(ctx context.Context, function string, req *fnv1.Run
 		}
 	}
 
+	method := fnv1.FunctionRunnerService_RunFunction_FullMethodName
+	c.metrics.sent(ctx, function, t.Endpoint, method)
+	called := time.Now()
 	rsp, err := f.v1.RunFunction(ctx, req)
 	if status.Code(err) == codes.Unimplemented {
+		method = fnv1beta1.FunctionRunnerService_RunFunction_FullMethodName
 		rsp, err = runBeta(ctx, f.beta, req)
 	}
+	c.metrics.answered(ctx, function, t.Endpoint, method, called, rsp, err)
 	if err != nil {
 		return nil, classify(ctx, err, start)
 	}
