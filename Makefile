@@ -63,11 +63,32 @@ run: build control-plane ## Start the local stack with the examples, in the fore
 	$(BIN)/loomctl dev up
 
 .PHONY: test
-test: unit e2e ## Everything CI runs.
+test: unit fuzz e2e ## Everything CI runs.
 
 .PHONY: unit
 unit: ## Unit and integration tests of every module, with the race detector.
 	@for m in $(MODULES); do echo "=== go test $$m"; (cd $$m && go test -race -timeout $(UNIT_TIMEOUT) ./...); done
+
+# Every fuzz target (func FuzzX in a _test.go file of a go.work module) runs
+# for FUZZTIME from its committed seeds (f.Add, testdata/fuzz/FuzzX).
+FUZZTIME ?= 5s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 5s) each.
+	@for m in $(MODULES); do \
+	  for f in $$(cd $$m && grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+	    for n in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$m/$$f); do \
+	      echo "=== fuzz $$m/$$(dirname $${f#./}) $$n"; \
+	      (cd $$m && go test -run '^$$' -fuzz "^$$n\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f)); \
+	    done; \
+	  done; \
+	done
+
+CHAOS_CLAIMS ?= 1000
+
+.PHONY: chaos
+chaos: build control-plane ## Fault injection at CHAOS_CLAIMS claims (default 1000); writes bench/results/chaos.json.
+	cd e2e && go test -timeout 60m -count=1 -tags e2e -run '^TestChaos$$' -v ./chaos -claims $(CHAOS_CLAIMS) -out $(ROOT)/bench/results/chaos.json
 
 .PHONY: e2e
 e2e: build control-plane ## End-to-end tests on the real local stack.
