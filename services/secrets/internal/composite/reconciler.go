@@ -81,14 +81,20 @@ const TypeConnectionDetailsReady common.ConditionType = "ConnectionDetailsReady"
 
 // Reasons of TypeConnectionDetailsReady.
 const (
-	ReasonPublished       common.ConditionReason = "Published"
-	ReasonMissingKeys     common.ConditionReason = "MissingKeys"
-	ReasonWaitingForKeys  common.ConditionReason = "WaitingForKeys"
-	ReasonInvalid         common.ConditionReason = "InvalidConnectionDetails"
-	ReasonPublishFailed   common.ConditionReason = "PublishFailed"
-	reasonKeyConflict                            = "ConnectionSecretKeyConflict"
-	annotationPaused                             = "crossplane.io/paused"
-	fieldWriteConnection                         = "writeConnectionSecretToRef"
+	ReasonPublished      common.ConditionReason = "Published"
+	ReasonMissingKeys    common.ConditionReason = "MissingKeys"
+	ReasonWaitingForKeys common.ConditionReason = "WaitingForKeys"
+	ReasonInvalid        common.ConditionReason = "InvalidConnectionDetails"
+	ReasonPublishFailed  common.ConditionReason = "PublishFailed"
+)
+
+// ReasonKeyConflict is the reason of the Warning event about a key that
+// several composed resources' Secrets hold.
+const ReasonKeyConflict = "ConnectionSecretKeyConflict"
+
+const (
+	annotationPaused     = "crossplane.io/paused"
+	fieldWriteConnection = "writeConnectionSecretToRef"
 )
 
 // A Client reads objects and applies XR status (see kube.Client).
@@ -163,7 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, t tracker.Target) (bus.Resul
 	o, err := r.reconcile(ctx, t)
 	// Key names at most: never values.
 	r.log.Debug("Handled composite resource", "kind", t.GVK.Kind, "name", t.Name,
-		"keys", o.keys, "published", o.published, "claimCopied", o.claim,
+		"keys", o.keys, "filtered", o.filtered, "published", o.published, "claimWritten", o.claim,
 		"reads", tally.Reads(), "writes", tally.Writes(), "duration", time.Since(start).Round(time.Millisecond), "err", err)
 	return bus.Result{}, err
 }
@@ -171,6 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, t tracker.Target) (bus.Resul
 // outcome summarises a reconcile for the log line.
 type outcome struct {
 	keys      []string
+	filtered  []string
 	published bool
 	claim     bool
 }
@@ -246,9 +253,7 @@ func (r *Reconciler) reconcile(ctx context.Context, t tracker.Target) (outcome, 
 	}
 	o.keys = slices.Sorted(maps.Keys(res.Data))
 	r.reportConflicts(st, res.Conflicts)
-	if len(res.Filtered) > 0 {
-		r.log.Debug("Connection secret keys not declared by the XRD are not published", "kind", xr.GetKind(), "name", xr.GetName(), "keys", res.Filtered)
-	}
+	o.filtered = res.Filtered
 
 	ready := isReady(xr)
 	publish := ready || res.Complete || r.store.Exists(st.key)
@@ -539,7 +544,7 @@ func (r *Reconciler) reportConflicts(st *xrState, cs []connection.Conflict) {
 		return
 	}
 	for _, c := range cs {
-		r.rec.Event(st.xr, event.TypeWarning, reasonKeyConflict, c.String())
+		r.rec.Event(st.xr, event.TypeWarning, ReasonKeyConflict, c.String())
 	}
 }
 

@@ -21,11 +21,11 @@ import (
 	"log/slog"
 	"sync"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/loomxr/loom/pkg/bus"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"

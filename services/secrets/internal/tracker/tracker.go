@@ -46,6 +46,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +55,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/loomxr/loom/pkg/bus"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
@@ -399,11 +399,15 @@ func (t *Tracker) ownerXR(ctx context.Context, owner metav1.OwnerReference, name
 	if err != nil {
 		return Target{}, false, nil //nolint:nilerr // Not a reference Loom can follow.
 	}
-	if namespaced, err := t.owners.Namespaced(gv.WithKind(owner.Kind)); err != nil || !namespaced {
+	namespaced, err := t.owners.Namespaced(gv.WithKind(owner.Kind))
+	if meta.IsNoMatchError(err) {
+		return Target{}, false, nil
+	}
+	if err != nil {
+		return Target{}, false, err
+	}
+	if !namespaced {
 		namespace = ""
-		if err != nil && !meta.IsNoMatchError(err) {
-			return Target{}, false, err
-		}
 	}
 	c, err := t.owners.Controller(ctx, owner, namespace)
 	if err != nil || c == nil {
