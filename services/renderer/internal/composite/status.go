@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/telemetry"
 	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/apply"
@@ -107,11 +108,22 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 	if aerr != nil {
 		return fmt.Errorf("cannot apply status of %s %q: %w", xr.GetKind(), xr.GetName(), aerr)
 	}
+	if becameReady(observed, want) {
+		telemetry.ObserveCompositeReady(ctx, xr.GetKind(), xr.GetCreationTimestamp().Time)
+	}
 	if prev, _ := conditions.Get(observed, common.TypeSynced); err != nil && prev.Message != synced.Message {
 		r.rec.Event(xr, event.TypeWarning, event.ReasonComposeResources, "Compose", synced.Message)
 	}
 	st.xr = got
 	return nil
+}
+
+// becameReady reports whether want turns the Ready condition True over an
+// observed one that was not.
+func becameReady(observed, want []common.Condition) bool {
+	before, _ := conditions.Get(observed, common.TypeReady)
+	after, ok := conditions.Get(want, common.TypeReady)
+	return ok && after.Status == corev1.ConditionTrue && before.Status != corev1.ConditionTrue
 }
 
 // owned is what the renderer owns of an XR's status.

@@ -674,3 +674,220 @@ func requeued(t *testing.T, e *env, xr *unstructured.Unstructured) bool {
 	_ = s.DeleteMsg(t.Context(), m.Sequence)
 	return true
 }
+
+// establish applies an XRD and handles it until its CRDs are established.
+func (e *env) establish(doc string) *unstructured.Unstructured {
+	e.t.Helper()
+	xrd := e.apply(doc)
+	eventually(e.t, 30*time.Second, func() error {
+		res, err, _ := e.handle(xrd, nil)
+		if err != nil {
+			return err
+		}
+		if res.RequeueAfter != 0 {
+			return errors.New("the CRDs are not established yet")
+		}
+		return nil
+	})
+	return xrd
+}
+
+func TestRenderFailuresOnAPIServer(t *testing.T) {
+	e := startEnv(t)
+	e.establish(testXRD)
+
+	// A Composition whose second template's map transform lacks the XR's
+	// value, and whose third is only present in the first version.
+	bad := strings.Replace(testComposition(2), "map: {small: tier-s, large: tier-l}", "map: {large: tier-l}", 1)
+	comp := e.apply(bad)
+	if _, err, _ := e.handle(comp, nil); err != nil {
+		t.Fatal(err)
+	}
+	xr := e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XNop
+metadata: {name: broken}
+spec:
+  parameters: {size: small, replicas: 1}
+`)
+	_, err, _ := e.handle(xr, nil)
+	if !bus.IsPermanent(err) {
+		t.Errorf("render with a failing patch returned %v, want a permanent error", err)
+	}
+	xr = e.mustGet(xnopGVK, "", "broken")
+	msg := conditionMessage(xr, "Synced")
+	for _, want := range []string{`template "alpha"`, "spec.parameters.size", "spec.forProvider.fields.tier", `"small"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Synced message %q does not mention %s", msg, want)
+		}
+	}
+	if got := condition(xr, "Synced"); got != "False" {
+		t.Errorf("Synced %q, want False", got)
+	}
+	nops := composedByName(t, e, xr)
+	if diff := cmp.Diff([]string{"beta", "gamma"}, sortedKeys(nops)); diff != "" {
+		t.Errorf("the templates that did not fail are composed: -want, +got:\n%s", diff)
+	}
+	summary, _, _ := unstructured.NestedSlice(xr.Object, "status", "loom", "resources")
+	if len(summary) != 3 || summary[0].(map[string]any)["resourceName"] != "alpha" || summary[0].(map[string]any)["reason"] != "RenderFailed" {
+		t.Errorf("status.loom.resources %v: want alpha first, RenderFailed", summary)
+	}
+	// Rendering again changes nothing and writes nothing.
+	if _, _, tally := e.handle(xr, nil); tally.Writes() != 0 {
+		t.Errorf("re-render of a failing XR made %d writes, want none", tally.Writes())
+	}
+
+	// The fixed Composition without gamma: alpha appears, gamma goes.
+	fixed := testComposition(2)
+	fixed = fixed[:strings.Index(fixed, "  - name: gamma")]
+	comp = e.apply(fixed)
+	if _, err, _ := e.handle(comp, nil); err != nil {
+		t.Fatal(err)
+	}
+	gamma := nops["gamma"]
+	if _, err, _ := e.handle(xr, revisions(t, e)[1]); err != nil {
+		t.Fatal(err)
+	}
+	xr = e.mustGet(xnopGVK, "", "broken")
+	if got := condition(xr, "Synced"); got != "True" {
+		t.Errorf("Synced %q after the fix, want True: %s", got, conditionMessage(xr, "Synced"))
+	}
+	if _, err := e.get(nopGVK, "", gamma.GetName()); !kerrors.IsNotFound(err) {
+		t.Errorf("gamma, which left the Composition, still exists (%v)", err)
+	}
+	// Its reference goes once it is gone.
+	if _, err, _ := e.handle(xr, gamma); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"alpha", "beta"}, sortedKeys(composedByName(t, e, xr))); diff != "" {
+		t.Errorf("composed resources after the fix: -want, +got:\n%s", diff)
+	}
+
+	// A paused XR says so and is left alone.
+	e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XNop
+metadata:
+  name: broken
+  annotations: {crossplane.io/paused: "true"}
+spec:
+  parameters: {size: large, replicas: 1}
+`)
+	if _, err, _ := e.handle(xr, nil); err != nil {
+		t.Fatal(err)
+	}
+	xr = e.mustGet(xnopGVK, "", "broken")
+	if got := conditionField(xr, "Synced", "reason"); got != "ReconcilePaused" {
+		t.Errorf("Synced reason %q of a paused XR, want ReconcilePaused", got)
+	}
+	if got := nested(composedByName(t, e, xr)["alpha"], "spec", "forProvider", "fields", "tier"); got != "tier-s" {
+		t.Errorf("a paused XR's composed resource changed: tier %q", got)
+	}
+}
+
+const namespacedXRD = `
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata:
+  name: xapps.it.loom.dev
+spec:
+  group: it.loom.dev
+  scope: Namespaced
+  names: {kind: XApp, plural: xapps}
+  versions:
+  - name: v1alpha1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              greeting: {type: string}
+`
+
+func TestRenderNamespacedOnAPIServer(t *testing.T) {
+	e := startEnv(t)
+	e.establish(namespacedXRD)
+	e.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n")
+	comp := e.apply(`
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: xapps}
+spec:
+  compositeTypeRef: {apiVersion: it.loom.dev/v1alpha1, kind: XApp}
+  resources:
+  - name: config
+    base:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata: {namespace: elsewhere}
+      data: {greeting: hello}
+    patches:
+    - fromFieldPath: spec.greeting
+      toFieldPath: data.greeting
+    readinessChecks:
+    - type: None
+`)
+	if _, err, _ := e.handle(comp, nil); err != nil {
+		t.Fatal(err)
+	}
+	xr := e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XApp
+metadata: {name: app, namespace: team-a}
+spec:
+  greeting: bonjour
+`)
+	if _, err, _ := e.handle(xr, nil); err != nil {
+		t.Fatal(err)
+	}
+	xr = e.mustGet(schema.GroupVersionKind{Group: "it.loom.dev", Version: "v1alpha1", Kind: "XApp"}, "team-a", "app")
+	if got := condition(xr, "Ready"); got != "True" {
+		t.Errorf("Ready %q, want True: %s", got, conditionMessage(xr, "Ready"))
+	}
+	refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
+	if len(refs) != 1 {
+		t.Fatalf("spec.crossplane.resourceRefs %v, want one", refs)
+	}
+	name := refs[0].(map[string]any)["name"].(string)
+	cm := e.mustGet(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, "team-a", name)
+	if got := nested(cm, "data", "greeting"); got != "bonjour" {
+		t.Errorf("ConfigMap greeting %q, want bonjour", got)
+	}
+
+	// A cluster-scoped kind is refused, and nothing is composed.
+	refused := e.apply(`
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: xapps-cluster}
+spec:
+  compositeTypeRef: {apiVersion: it.loom.dev/v1alpha1, kind: XApp}
+  resources:
+  - name: nop
+    base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, spec: {forProvider: {}}}
+`)
+	if _, err, _ := e.handle(refused, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XApp
+metadata: {name: refused, namespace: team-a}
+spec:
+  crossplane:
+    compositionRef: {name: xapps-cluster}
+`)
+	if _, err, _ := e.handle(other, nil); !bus.IsPermanent(err) {
+		t.Errorf("render of a cluster-scoped kind for a Namespaced XR returned %v, want a permanent error", err)
+	}
+	other = e.mustGet(other.GroupVersionKind(), "team-a", "refused")
+	if msg := conditionMessage(other, "Synced"); !strings.Contains(msg, "NopResource is cluster scoped") {
+		t.Errorf("Synced message %q does not say the kind is cluster scoped", msg)
+	}
+	if refs, _, _ := unstructured.NestedSlice(other.Object, "spec", "crossplane", "resourceRefs"); len(refs) != 0 {
+		t.Errorf("resourceRefs %v of a refused render, want none", refs)
+	}
+}
