@@ -1,6 +1,54 @@
 // Command renderer is Loom's renderer service: it renders composite resources through their Compositions into composed resources.
 // main only wires the shared runtime (pkg/service); behaviour lives in
-// internal/.
+// internal/:
+//
+//	route       the bus handler: dispatch by the target's kind
+//	definition  XRDs: CRDs of XRs and claims, Established/Offered, deletion
+//	revision    Compositions: numbered CompositionRevisions, requeue of XRs
+//	composite   XRs: selection, render (P&T or functions), apply, status
+//	apply       "would this server-side apply change anything?"
+//	conditions  conditions that keep their transition time
+//	function    loom.dev Function endpoints, extra resources for functions
+//	secret      Secret get (credentials, TLS material, connection details)
+//	kube        the API client, and accounting of every request
+//	event       Kubernetes Events, only when something happened
+//
+// # Decisions
+//
+// Fan-out. The watcher routes a Composition's and its revisions' changes to
+// the Composition, not to the XRs using it, so the renderer fans out: when a
+// revision is created or renumbered, it lists the XRs of the Composition's
+// kind (one paged LIST) and publishes a REQUEUE for each that uses the
+// Composition under the Automatic policy and is not on the latest revision
+// its selector allows, naming that revision, and for each that has no
+// Composition yet. Resyncs of unchanged Compositions list nothing. An
+// EnvironmentConfig change needs no fan-out: an XR that reads one asks the
+// watcher (package watchreq) to route its changes to the XR directly.
+//
+// Composition choice. Where Crossplane picks one of several Compositions a
+// selector matches at random, Loom picks by rendezvous hashing of the XR's
+// UID and the names: deterministic, even, and stable when Compositions come
+// and go (see composite.Choose).
+//
+// RBAC. The renderer's role is exact (deploy/helm/loom/files/rbac/
+// renderer.yaml): Secrets get only, CRDs create/update/patch/delete, no
+// watch or list of composed kinds. Its rights on XR, claim and composed
+// kinds come from ClusterRoles labelled loom.dev/aggregate-to-renderer that
+// installers add. The renderer can write per-XRD aggregated roles for all
+// four services itself (--manage-rbac) only if it is also given the
+// escalate verb, which would let it grant itself anything, so that is off
+// by default.
+//
+// API economy. Every write is skipped when the cluster already holds it
+// (managed-fields comparison, package apply), so re-rendering an unchanged
+// XR makes no write. A first render of an XR with three composed resources
+// makes five writes (one spec patch with the selection refs and
+// resourceRefs, three applies, one status apply) and about six reads; each
+// later render reads the XR and its composed resources (GET, never LIST)
+// and writes the status only when it changed. Events are emitted for new
+// errors, real Composition choices, revisions and deleted resources, not
+// for routine renders. Client-side rate limits: --kube-qps 200,
+// --kube-burst 400; renders at once: --concurrency 32.
 package main
 
 import (
