@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"log/slog"
 	"reflect"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -208,6 +209,12 @@ func (w *Watcher) observe(s *source, roles route.Role, typ eventsv1.EventType, m
 // publish publishes an event. A failure asks for an early resync, which
 // publishes the current state again.
 func (w *Watcher) publish(ctx context.Context, service string, ev *eventsv1.Event) {
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		o, t := ev.GetObject(), ev.GetTarget()
+		w.log.Debug("publishing", "service", service, "type", ev.GetType().String(), "reason", ev.GetReason(),
+			"object", o.GetKind()+" "+keyOf(o.GetNamespace(), o.GetName()), "resourceVersion", ev.GetResourceVersion(),
+			"target", t.GetKind()+" "+keyOf(t.GetNamespace(), t.GetName()))
+	}
 	if err := w.pub.Publish(ctx, service, ev); err != nil && ctx.Err() == nil {
 		w.log.Warn("cannot publish event; resyncing soon", "service", service,
 			"target", ev.GetTarget().GetUid(), "object", ev.GetObject().GetUid(), "err", err)
