@@ -1,0 +1,508 @@
+package composite
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/services/secrets/internal/definition"
+	"github.com/loomxr/loom/services/secrets/internal/event"
+	"github.com/loomxr/loom/services/secrets/internal/fake"
+	"github.com/loomxr/loom/services/secrets/internal/secret"
+	"github.com/loomxr/loom/services/secrets/internal/tracker"
+)
+
+var (
+	xrGVK    = schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "XDB"}
+	claimGVK = schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "DB"}
+	nopGVK   = schema.GroupVersionKind{Group: "nop.example.org", Version: "v1", Kind: "Nop"}
+)
+
+// testTracker records what is tracked; its cache is the cluster's.
+type testTracker struct {
+	*fake.Cluster
+	tracked map[types.UID][]secret.Key
+}
+
+func (t *testTracker) Track(xr tracker.Target, secrets []secret.Key, _ []types.UID) {
+	t.tracked[xr.UID] = slices.Clone(secrets)
+}
+
+func (t *testTracker) Forget(uid types.UID) { delete(t.tracked, uid) }
+
+// recorded is one Event.
+type recorded struct{ Type, Reason, Message string }
+
+const xrd = `
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata: {name: xdbs.example.org}
+spec:
+  group: example.org
+  names: {kind: XDB, plural: xdbs}
+  claimNames: {kind: DB, plural: dbs}
+  connectionSecretKeys: [username, password, endpoint]
+  versions: [{name: v1, served: true, referenceable: true}]
+`
+
+const revision = `
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositionRevision
+metadata: {name: db-abc, labels: {crossplane.io/composition-name: db}}
+spec:
+  revision: 1
+  compositeTypeRef: {apiVersion: example.org/v1, kind: XDB}
+  writeConnectionSecretsToNamespace: system
+  resources:
+  - name: server
+    base: {apiVersion: nop.example.org/v1, kind: Nop}
+    connectionDetails:
+    - {name: password, fromConnectionSecretKey: pw}
+    - {name: username, type: FromValue, value: admin}
+    - {name: port, type: FromValue, value: "3306"}
+  - name: rule
+    base: {apiVersion: nop.example.org/v1, kind: Nop}
+    connectionDetails:
+    - {name: endpoint, fromFieldPath: status.endpoint}
+`
+
+const aggregating = `
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositionRevision
+metadata: {name: db-agg, labels: {crossplane.io/composition-name: db}}
+spec:
+  revision: 2
+  compositeTypeRef: {apiVersion: example.org/v1, kind: XDB}
+  writeConnectionSecretsToNamespace: system
+  resources:
+  - name: server
+    base: {apiVersion: nop.example.org/v1, kind: Nop}
+  - name: rule
+    base: {apiVersion: nop.example.org/v1, kind: Nop, metadata: {annotations: {loom.dev/connection-secret-prefix: "rule-"}}}
+  - name: replica
+    base: {apiVersion: nop.example.org/v1, kind: Nop}
+`
+
+// world is an XR named db (UID xr-1) with a claim, two composed resources
+// and the server's connection Secret.
+func world(t *testing.T, c *fake.Cluster, rev string, ready bool, mutate ...func(xr *unstructured.Unstructured)) *unstructured.Unstructured {
+	t.Helper()
+	c.Add(xrd)
+	c.Add(revision)
+	c.Add(aggregating)
+	status := "False"
+	if ready {
+		status = "True"
+	}
+	xr := c.Add(`
+apiVersion: example.org/v1
+kind: XDB
+metadata: {name: db, uid: xr-1}
+spec:
+  compositionRevisionRef: {name: ` + rev + `}
+  claimRef: {apiVersion: example.org/v1, kind: DB, namespace: team, name: db}
+  resourceRefs:
+  - {apiVersion: nop.example.org/v1, kind: Nop, name: db-server}
+  - {apiVersion: nop.example.org/v1, kind: Nop, name: db-rule}
+  - {apiVersion: nop.example.org/v1, kind: Nop, name: stranger}
+status:
+  conditions:
+  - {type: Ready, status: "` + status + `", reason: Creating, lastTransitionTime: "2026-01-01T00:00:00Z"}
+`)[0]
+	for _, m := range mutate {
+		m(xr)
+	}
+	c.Put(xr)
+	c.Add(`
+apiVersion: example.org/v1
+kind: DB
+metadata: {name: db, namespace: team, uid: claim-1}
+spec:
+  resourceRef: {apiVersion: example.org/v1, kind: XDB, name: db}
+  writeConnectionSecretToRef: {name: db-conn}
+---
+apiVersion: nop.example.org/v1
+kind: Nop
+metadata:
+  name: db-server
+  uid: nop-1
+  annotations: {crossplane.io/composition-resource-name: server}
+  ownerReferences: [{apiVersion: example.org/v1, kind: XDB, name: db, uid: xr-1, controller: true}]
+spec:
+  writeConnectionSecretToRef: {namespace: system, name: server-conn}
+---
+apiVersion: nop.example.org/v1
+kind: Nop
+metadata:
+  name: db-rule
+  uid: nop-2
+  annotations: {crossplane.io/composition-resource-name: rule}
+  ownerReferences: [{apiVersion: example.org/v1, kind: XDB, name: db, uid: xr-1, controller: true}]
+spec:
+  writeConnectionSecretToRef: {namespace: system, name: rule-conn}
+status:
+  endpoint: db.example.org:3306
+---
+apiVersion: nop.example.org/v1
+kind: Nop
+metadata:
+  name: stranger
+  uid: nop-3
+  annotations: {crossplane.io/composition-resource-name: server}
+  ownerReferences: [{apiVersion: example.org/v1, kind: XDB, name: other, uid: xr-2, controller: true}]
+spec:
+  writeConnectionSecretToRef: {namespace: system, name: stranger-conn}
+`)
+	c.PutSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "server-conn"}, Type: secret.TypeConnection,
+		Data: map[string][]byte{"pw": []byte("s3cr3t"), "user": []byte("root")}})
+	c.PutSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "rule-conn"}, Type: secret.TypeConnection,
+		Data: map[string][]byte{"user": []byte("rule-user"), "password": []byte("rule-pw")}})
+	c.PutSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "stranger-conn"}, Type: secret.TypeConnection,
+		Data: map[string][]byte{"password": []byte("not-ours")}})
+	return xr
+}
+
+func strs(m map[string][]byte) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = string(v)
+	}
+	return out
+}
+
+// condition returns the XR's ConnectionDetailsReady condition as
+// "status/reason: message", or "".
+func condition(c *fake.Cluster) string {
+	xr := c.Object(xrGVK, "", "db")
+	if xr == nil {
+		return ""
+	}
+	got, ok := conditionOf(xr, TypeConnectionDetailsReady)
+	if !ok {
+		return ""
+	}
+	return string(got.Status) + "/" + string(got.Reason) + ": " + got.Message
+}
+
+func TestReconcile(t *testing.T) {
+	full := map[string]string{"username": "admin", "password": "s3cr3t", "endpoint": "db.example.org:3306"}
+	type want struct {
+		err        bool
+		xrSecret   map[string]string
+		claim      map[string]string
+		condition  string
+		published  bool
+		events     []recorded
+		calls      map[string]int
+		againCalls map[string]int
+	}
+	cases := map[string]struct {
+		reason string
+		setup  func(t *testing.T, c *fake.Cluster)
+		want   want
+	}{
+		"ReadyPublishesAndCopies": {
+			reason: "A Ready XR gets its Secret (renamed key, FromValue, FromFieldPath; port filtered out, a stranger's resource ignored) and its claim a copy; handling it again writes nothing.",
+			setup:  func(t *testing.T, c *fake.Cluster) { world(t, c, "db-abc", true) },
+			want: want{
+				xrSecret: full, claim: full, published: true,
+				condition:  "True/Published: Connection Secret system/xr-1 is published",
+				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				againCalls: map[string]int{fake.Get: 5, fake.GetSecret: 1},
+			},
+		},
+		"CompleteBeforeReady": {
+			reason: "A complete Secret is published before the XR is Ready; the claim gets nothing yet.",
+			setup:  func(t *testing.T, c *fake.Cluster) { world(t, c, "db-abc", false) },
+			want: want{
+				xrSecret: full, published: true,
+				condition:  "True/Published: Connection Secret system/xr-1 is published",
+				calls:      map[string]int{fake.Get: 6, fake.GetSecret: 1, fake.CreateSecret: 1, fake.ApplyStatus: 1},
+				againCalls: map[string]int{fake.Get: 4, fake.GetSecret: 1},
+			},
+		},
+		"IncompleteWaits": {
+			reason: "While keys are still coming and the XR is not Ready nothing is written, not even a condition.",
+			setup: func(t *testing.T, c *fake.Cluster) {
+				world(t, c, "db-abc", false)
+				c.Delete(nopGVK, "", "db-rule")
+			},
+			want: want{
+				calls:      map[string]int{fake.Get: 6, fake.GetSecret: 1},
+				againCalls: map[string]int{fake.Get: 4, fake.GetSecret: 1},
+			},
+		},
+		"ReadyIncomplete": {
+			reason: "A Ready XR publishes what there is and says which keys it waits for.",
+			setup: func(t *testing.T, c *fake.Cluster) {
+				world(t, c, "db-abc", true)
+				c.Delete(nopGVK, "", "db-rule")
+			},
+			want: want{
+				xrSecret: map[string]string{"username": "admin", "password": "s3cr3t"}, claim: map[string]string{"username": "admin", "password": "s3cr3t"}, published: true,
+				condition:  "False/WaitingForKeys: Connection Secret system/xr-1 waits for keys: endpoint",
+				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				againCalls: map[string]int{fake.Get: 5, fake.GetSecret: 1},
+			},
+		},
+		"MissingKey": {
+			reason: "A key the XRD declares that the Composition cannot provide is reported on the XR and as an event, once.",
+			setup: func(t *testing.T, c *fake.Cluster) {
+				world(t, c, "db-abc", true)
+				x := c.Add(strings.Replace(xrd, "[username, password, endpoint]", "[username, password, endpoint, ca.crt]", 1))[0]
+				c.Put(x)
+			},
+			want: want{
+				xrSecret: full, claim: full, published: true,
+				condition: `False/MissingKeys: CompositionRevision "db-abc" cannot provide the connection secret keys that CompositeResourceDefinition "xdbs.example.org" declares: ca.crt`,
+				events:    []recorded{{event.TypeWarning, "MissingKeys", `CompositionRevision "db-abc" cannot provide the connection secret keys that CompositeResourceDefinition "xdbs.example.org" declares: ca.crt`}},
+				calls:     map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				againCalls: map[string]int{fake.Get: 5, fake.GetSecret: 1},
+			},
+		},
+		"Aggregate": {
+			reason: "A Composition without connection details publishes the union of the composed Secrets in template order, prefixed per template, and warns of each conflict once.",
+			setup: func(t *testing.T, c *fake.Cluster) {
+				world(t, c, "db-agg", true)
+				x := c.Add(strings.Replace(xrd, "  connectionSecretKeys: [username, password, endpoint]\n", "", 1))[0]
+				c.Put(x)
+				c.PutSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "rule-conn"}, Type: secret.TypeConnection,
+					Data: map[string][]byte{"user": []byte("rule-user"), "pw": []byte("rule-pw")}})
+				// A third resource whose Secret clashes with the server's.
+				c.Add(`
+apiVersion: nop.example.org/v1
+kind: Nop
+metadata:
+  name: db-replica
+  uid: nop-4
+  annotations: {crossplane.io/composition-resource-name: replica}
+  ownerReferences: [{apiVersion: example.org/v1, kind: XDB, name: db, uid: xr-1, controller: true}]
+spec:
+  writeConnectionSecretToRef: {namespace: system, name: replica-conn}
+`)
+				c.PutSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "replica-conn"}, Type: secret.TypeConnection,
+					Data: map[string][]byte{"pw": []byte("replica-pw")}})
+				xr := c.Object(xrGVK, "", "db")
+				refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "resourceRefs")
+				refs = append(refs, map[string]any{"apiVersion": "nop.example.org/v1", "kind": "Nop", "name": "db-replica"})
+				_ = unstructured.SetNestedSlice(xr.Object, refs, "spec", "resourceRefs")
+				c.Put(xr)
+			},
+			want: want{
+				xrSecret:  map[string]string{"pw": "replica-pw", "user": "root", "rule-user": "rule-user", "rule-pw": "rule-pw"},
+				claim:     map[string]string{"pw": "replica-pw", "user": "root", "rule-user": "rule-user", "rule-pw": "rule-pw"},
+				published: true,
+				condition: "True/Published: Connection Secret system/xr-1 is published",
+				events:    []recorded{{event.TypeWarning, ReasonKeyConflict, `connection secret key "pw" is held by the connection Secrets of "server", "replica"; "replica" wins (template order)`}},
+				calls:     map[string]int{fake.Get: 8, fake.GetSecret: 3, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				againCalls: map[string]int{fake.Get: 6, fake.GetSecret: 3},
+			},
+		},
+		"ExplicitRef": {
+			reason: "The XR's own writeConnectionSecretToRef wins over the Composition's namespace.",
+			setup: func(t *testing.T, c *fake.Cluster) {
+				world(t, c, "db-abc", false, func(xr *unstructured.Unstructured) {
+					_ = unstructured.SetNestedStringMap(xr.Object, map[string]string{"name": "db-conn", "namespace": "elsewhere"}, "spec", "writeConnectionSecretToRef")
+				})
+			},
+			want: want{
+				published: true,
+				condition:  "True/Published: Connection Secret elsewhere/db-conn is published",
+				calls:      map[string]int{fake.Get: 6, fake.GetSecret: 1, fake.CreateSecret: 1, fake.ApplyStatus: 1},
+				againCalls: map[string]int{fake.Get: 4, fake.GetSecret: 1},
+			},
+		},
+		"NoConnectionSecret": {
+			reason: "An XR whose Composition names no namespace and that names no Secret gets nothing at all.",
+			setup: func(t *testing.T, c *fake.Cluster) {
+				world(t, c, "db-abc", true)
+				c.Add(strings.Replace(revision, "  writeConnectionSecretsToNamespace: system\n", "", 1))
+			},
+			want: want{
+				calls:      map[string]int{fake.Get: 3},
+				againCalls: map[string]int{fake.Get: 1},
+			},
+		},
+		"NotControllable": {
+			reason: "An XR Secret that another object controls is not written; the XR says why, once.",
+			setup: func(t *testing.T, c *fake.Cluster) {
+				world(t, c, "db-abc", true)
+				yes := true
+				c.PutSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "xr-1",
+					OwnerReferences: []metav1.OwnerReference{{Kind: "Thing", Name: "thing", UID: "thing-1", Controller: &yes}}}, Type: secret.TypeConnection})
+			},
+			want: want{
+				condition:  "False/PublishFailed: cannot establish control of existing connection Secret system/xr-1: it is controlled by Thing \"thing\"",
+				events:     []recorded{{event.TypeWarning, "PublishFailed", "cannot establish control of existing connection Secret system/xr-1: it is controlled by Thing \"thing\""}},
+				calls:      map[string]int{fake.Get: 6, fake.GetSecret: 2, fake.ApplyStatus: 1},
+				againCalls: map[string]int{fake.Get: 4, fake.GetSecret: 2},
+			},
+		},
+		"Gone": {
+			reason: "An XR that is gone is forgotten.",
+			setup:  func(t *testing.T, c *fake.Cluster) {},
+			want: want{
+				calls:      map[string]int{fake.Get: 1},
+				againCalls: map[string]int{fake.Get: 1},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := fake.New(claimGVK.GroupKind())
+			tc.setup(t, c)
+			trk := &testTracker{Cluster: c, tracked: map[types.UID][]secret.Key{}}
+			var events []recorded
+			rec := event.RecorderFn(func(_ runtime.Object, typ, reason, msg string) { events = append(events, recorded{typ, reason, msg}) })
+			r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk, WithRecorder(rec))
+			target := tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"}
+
+			_, err := r.Reconcile(t.Context(), target)
+			if (err != nil) != tc.want.err {
+				t.Fatalf("\n%s\nReconcile(...): error %v, want error %t", tc.reason, err, tc.want.err)
+			}
+			if diff := cmp.Diff(tc.want.calls, c.Calls(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nReconcile(...): requests -want, +got:\n%s", tc.reason, diff)
+			}
+			ns, n := "system", "xr-1"
+			if name == "ExplicitRef" {
+				ns, n = "elsewhere", "db-conn"
+			}
+			var gotXR map[string]string
+			if s := c.Secret(ns, n); s != nil && slices.ContainsFunc(s.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == "xr-1" }) {
+				gotXR = strs(s.Data)
+				if gotXR == nil {
+					gotXR = map[string]string{}
+				}
+			}
+			wantXR := tc.want.xrSecret
+			if wantXR == nil && tc.want.published {
+				wantXR = full
+			}
+			if diff := cmp.Diff(wantXR, gotXR); diff != "" {
+				t.Errorf("\n%s\nReconcile(...): XR Secret data -want, +got:\n%s", tc.reason, diff)
+			}
+			var gotClaim map[string]string
+			if s := c.Secret("team", "db-conn"); s != nil {
+				gotClaim = strs(s.Data)
+				if ctl := metav1.GetControllerOf(s); ctl == nil || ctl.UID != "claim-1" {
+					t.Errorf("\n%s\nReconcile(...): claim Secret controlled by %v, want the claim", tc.reason, ctl)
+				}
+			}
+			if diff := cmp.Diff(tc.want.claim, gotClaim); diff != "" {
+				t.Errorf("\n%s\nReconcile(...): claim Secret data -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.condition, condition(c)); diff != "" {
+				t.Errorf("\n%s\nReconcile(...): condition -want, +got:\n%s", tc.reason, diff)
+			}
+			if xr := c.Object(xrGVK, "", "db"); xr != nil {
+				last, _, _ := unstructured.NestedString(xr.Object, "status", "connectionDetails", "lastPublishedTime")
+				if (last != "") != tc.want.published {
+					t.Errorf("\n%s\nReconcile(...): lastPublishedTime %q, want set: %t", tc.reason, last, tc.want.published)
+				}
+			}
+
+			// Level triggered: handling the same XR again changes nothing.
+			if _, err := r.Reconcile(t.Context(), target); (err != nil) != tc.want.err {
+				t.Fatalf("\n%s\nReconcile(...) again: error %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want.againCalls, c.Calls(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nReconcile(...) again: requests -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.events, events, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nReconcile(...) twice: events -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestRotation(t *testing.T) {
+	c := fake.New(claimGVK.GroupKind())
+	world(t, c, "db-abc", true)
+	trk := &testTracker{Cluster: c, tracked: map[types.UID][]secret.Key{}}
+	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r.now = func() time.Time { return now }
+	target := tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"}
+	if _, err := r.Reconcile(t.Context(), target); err != nil {
+		t.Fatal(err)
+	}
+	wantTracked := []secret.Key{{Namespace: "system", Name: "server-conn"}, {Namespace: "system", Name: "rule-conn"}, {Namespace: "system", Name: "xr-1"}, {Namespace: "team", Name: "db-conn"}}
+	if diff := cmp.Diff(wantTracked, trk.tracked["xr-1"]); diff != "" {
+		t.Errorf("tracked Secrets: -want, +got:\n%s", diff)
+	}
+
+	c.SetSecretData("system", "server-conn", map[string][]byte{"pw": []byte("rotated")})
+	now = now.Add(time.Minute)
+	c.Calls()
+	if _, err := r.Reconcile(t.Context(), target); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{fake.Get: 5, fake.GetSecret: 1, fake.UpdateSecret: 2, fake.ApplyStatus: 1}, c.Calls()); diff != "" {
+		t.Errorf("rotation: requests -want, +got:\n%s", diff)
+	}
+	for _, k := range []secret.Key{{Namespace: "system", Name: "xr-1"}, {Namespace: "team", Name: "db-conn"}} {
+		if got := string(c.Secret(k.Namespace, k.Name).Data["password"]); got != "rotated" {
+			t.Errorf("Secret %s: password not rotated", k)
+		}
+	}
+	last, _, _ := unstructured.NestedString(c.Object(xrGVK, "", "db").Object, "status", "connectionDetails", "lastPublishedTime")
+	if last != "2026-01-01T00:01:00Z" {
+		t.Errorf("lastPublishedTime %q, want the rotation's time", last)
+	}
+
+	// Keys that disappear upstream disappear downstream.
+	c.SetSecretData("system", "server-conn", map[string][]byte{})
+	if _, err := r.Reconcile(t.Context(), target); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []secret.Key{{Namespace: "system", Name: "xr-1"}, {Namespace: "team", Name: "db-conn"}} {
+		got := slices.Sorted(maps.Keys(c.Secret(k.Namespace, k.Name).Data))
+		if diff := cmp.Diff([]string{"endpoint", "username"}, got); diff != "" {
+			t.Errorf("Secret %s keys: -want, +got:\n%s", k, diff)
+		}
+	}
+	if got := condition(c); got != "False/WaitingForKeys: Connection Secret system/xr-1 waits for keys: password" {
+		t.Errorf("condition %q", got)
+	}
+
+	// A gone XR is forgotten.
+	c.Delete(xrGVK, "", "db")
+	if _, err := r.Reconcile(t.Context(), target); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := trk.tracked["xr-1"]; ok {
+		t.Errorf("a gone XR is still tracked")
+	}
+}
+
+func TestInvalidDetails(t *testing.T) {
+	c := fake.New(claimGVK.GroupKind())
+	world(t, c, "db-abc", true)
+	c.Add(strings.Replace(revision, "    - {name: endpoint, fromFieldPath: status.endpoint}", "    - {fromFieldPath: status.endpoint}", 1))
+	trk := &testTracker{Cluster: c, tracked: map[types.UID][]secret.Key{}}
+	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk)
+	_, err := r.Reconcile(t.Context(), tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"})
+	if !bus.IsPermanent(err) {
+		t.Errorf("Reconcile(...): error %v, want a permanent error", err)
+	}
+	want := `False/InvalidConnectionDetails: cannot compute the connection details of CompositionRevision "db-abc": invalid connection details: template "rule": connectionDetails[0]: name is required by type FromFieldPath`
+	if got := condition(c); got != want {
+		t.Errorf("condition:\n got %s\nwant %s", got, want)
+	}
+}
