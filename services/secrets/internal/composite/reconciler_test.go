@@ -269,9 +269,9 @@ func TestReconcile(t *testing.T) {
 			},
 			want: want{
 				xrSecret: full, claim: full, published: true,
-				condition: `False/MissingKeys: CompositionRevision "db-abc" cannot provide the connection secret keys that CompositeResourceDefinition "xdbs.example.org" declares: ca.crt`,
-				events:    []recorded{{event.TypeWarning, "MissingKeys", `CompositionRevision "db-abc" cannot provide the connection secret keys that CompositeResourceDefinition "xdbs.example.org" declares: ca.crt`}},
-				calls:     map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				condition:  `False/MissingKeys: CompositionRevision "db-abc" cannot provide the connection secret keys that CompositeResourceDefinition "xdbs.example.org" declares: ca.crt`,
+				events:     []recorded{{event.TypeWarning, "MissingKeys", `CompositionRevision "db-abc" cannot provide the connection secret keys that CompositeResourceDefinition "xdbs.example.org" declares: ca.crt`}},
+				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 1},
 				againCalls: map[string]int{fake.Get: 5, fake.GetSecret: 1},
 			},
 		},
@@ -304,12 +304,12 @@ spec:
 				c.Put(xr)
 			},
 			want: want{
-				xrSecret:  map[string]string{"pw": "replica-pw", "user": "root", "rule-user": "rule-user", "rule-pw": "rule-pw"},
-				claim:     map[string]string{"pw": "replica-pw", "user": "root", "rule-user": "rule-user", "rule-pw": "rule-pw"},
-				published: true,
-				condition: "True/Published: Connection Secret system/xr-1 is published",
-				events:    []recorded{{event.TypeWarning, ReasonKeyConflict, `connection secret key "pw" is held by the connection Secrets of "server", "replica"; "replica" wins (template order)`}},
-				calls:     map[string]int{fake.Get: 8, fake.GetSecret: 3, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				xrSecret:   map[string]string{"pw": "replica-pw", "user": "root", "rule-user": "rule-user", "rule-pw": "rule-pw"},
+				claim:      map[string]string{"pw": "replica-pw", "user": "root", "rule-user": "rule-user", "rule-pw": "rule-pw"},
+				published:  true,
+				condition:  "True/Published: Connection Secret system/xr-1 is published",
+				events:     []recorded{{event.TypeWarning, ReasonKeyConflict, `connection secret key "pw" is held by the connection Secrets of "server", "replica"; "replica" wins (template order)`}},
+				calls:      map[string]int{fake.Get: 8, fake.GetSecret: 3, fake.CreateSecret: 2, fake.ApplyStatus: 1},
 				againCalls: map[string]int{fake.Get: 6, fake.GetSecret: 3},
 			},
 		},
@@ -321,7 +321,7 @@ spec:
 				})
 			},
 			want: want{
-				published: true,
+				published:  true,
 				condition:  "True/Published: Connection Secret elsewhere/db-conn is published",
 				calls:      map[string]int{fake.Get: 6, fake.GetSecret: 1, fake.CreateSecret: 1, fake.ApplyStatus: 1},
 				againCalls: map[string]int{fake.Get: 4, fake.GetSecret: 1},

@@ -9,12 +9,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/testing/protocmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
-	"google.golang.org/protobuf/testing/protocmp"
 
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
@@ -127,7 +127,7 @@ func TestTracker(t *testing.T) {
 		want []*eventsv1.Event
 	}{
 		"NamedSecretChanged": {
-			reason: "A change of a Secret a composed resource names requeues its XR.",
+			reason:  "A change of a Secret a composed resource names requeues its XR.",
 			initial: []*metav1.PartialObjectMetadata{secretMeta("sys", "server-conn", "1")},
 			run: func(tr *Tracker, src *fcache.FakeControllerSource) {
 				tr.Track(xr, []secret.Key{{Namespace: "sys", Name: "server-conn"}}, nil)
@@ -136,7 +136,7 @@ func TestTracker(t *testing.T) {
 			want: []*eventsv1.Event{requeue("sys", "server-conn", "2", xr)},
 		},
 		"OwnedSecretCreated": {
-			reason: "A new Secret controlled by a composed resource requeues the XR; the initial list requeues nothing.",
+			reason:  "A new Secret controlled by a composed resource requeues the XR; the initial list requeues nothing.",
 			initial: []*metav1.PartialObjectMetadata{secretMeta("sys", "listed", "1", composed)},
 			run: func(tr *Tracker, src *fcache.FakeControllerSource) {
 				tr.Track(xr, nil, []types.UID{"nop-1"})
@@ -145,7 +145,7 @@ func TestTracker(t *testing.T) {
 			want: []*eventsv1.Event{requeue("sys", "fresh", "2", xr)},
 		},
 		"Deleted": {
-			reason: "A deleted Secret requeues the XRs that depend on it, each once, sorted by UID.",
+			reason:  "A deleted Secret requeues the XRs that depend on it, each once, sorted by UID.",
 			initial: []*metav1.PartialObjectMetadata{secretMeta("sys", "shared", "1")},
 			run: func(tr *Tracker, src *fcache.FakeControllerSource) {
 				tr.Track(other, []secret.Key{{Namespace: "sys", Name: "shared"}}, nil)
@@ -155,7 +155,7 @@ func TestTracker(t *testing.T) {
 			want: []*eventsv1.Event{requeue("sys", "shared", "3", xr), requeue("sys", "shared", "3", other)},
 		},
 		"OwnWrite": {
-			reason: "A change the service made itself requeues nothing.",
+			reason:  "A change the service made itself requeues nothing.",
 			initial: []*metav1.PartialObjectMetadata{secretMeta("sys", "xr-conn", "1"), secretMeta("sys", "server-conn", "1")},
 			options: []Option{WithOwnWrites(func(k secret.Key, rv string) bool { return k.Name == "xr-conn" && rv != "" })},
 			run: func(tr *Tracker, src *fcache.FakeControllerSource) {
@@ -166,7 +166,7 @@ func TestTracker(t *testing.T) {
 			want: []*eventsv1.Event{requeue("sys", "server-conn", "3", xr)},
 		},
 		"Retracked": {
-			reason: "Tracking an XR again replaces what it depended on; a forgotten XR is not requeued.",
+			reason:  "Tracking an XR again replaces what it depended on; a forgotten XR is not requeued.",
 			initial: []*metav1.PartialObjectMetadata{secretMeta("sys", "a", "1"), secretMeta("sys", "b", "1"), secretMeta("sys", "c", "1")},
 			run: func(tr *Tracker, src *fcache.FakeControllerSource) {
 				tr.Track(xr, []secret.Key{{Namespace: "sys", Name: "a"}}, nil)
@@ -180,7 +180,7 @@ func TestTracker(t *testing.T) {
 			want: []*eventsv1.Event{requeue("sys", "b", "4", xr)},
 		},
 		"TracedThroughOwner": {
-			reason: "A Secret nobody tracks is traced through its controlling owner to a cluster-scoped controller, by the replica that owns the owner's partition.",
+			reason:  "A Secret nobody tracks is traced through its controlling owner to a cluster-scoped controller, by the replica that owns the owner's partition.",
 			initial: []*metav1.PartialObjectMetadata{secretMeta("sys", "lost-conn", "1", unknownOwner), secretMeta("sys", "foreign", "1", composed)},
 			options: []Option{WithOwnerTracing(
 				owners{
