@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/loomxr/loom/pkg/natsauth"
 	"github.com/loomxr/loom/pkg/telemetry"
 )
 
@@ -73,6 +74,26 @@ type Config struct {
 	// SIGTERM before it exits anyway. Flag --drain-period, env
 	// LOOM_DRAIN_PERIOD, default 10s.
 	DrainPeriod time.Duration
+
+	// NATSUser and NATSPassword authenticate to NATS by user name and
+	// password (pkg/natsauth names each service's user). Flag --nats-user,
+	// env LOOM_NATS_USER; the password comes from env LOOM_NATS_PASSWORD
+	// only, since a flag would show it in the process list.
+	NATSUser     string
+	NATSPassword string
+	// NATSCreds is a NATS credentials file (user JWT and NKey seed), the
+	// alternative to a user name and password. Flag --nats-creds, env
+	// LOOM_NATS_CREDS.
+	NATSCreds string
+	// NATSTLSCA is a PEM file of the CAs that sign the NATS servers'
+	// certificates; setting it requires TLS. Flag --nats-tls-ca, env
+	// LOOM_NATS_TLS_CA.
+	NATSTLSCA string
+	// NATSTLSCert and NATSTLSKey are a PEM client certificate and key for
+	// mutual TLS; both or neither. Flags --nats-tls-cert, --nats-tls-key,
+	// env LOOM_NATS_TLS_CERT, LOOM_NATS_TLS_KEY.
+	NATSTLSCert string
+	NATSTLSKey  string
 }
 
 // RegisterFlags binds c to fs, with defaults taken from the environment
@@ -97,6 +118,42 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, lookup func(string) (string, bo
 	fs.StringVar(&c.LogLevel, "log-level", env("LOOM_LOG_LEVEL", "info"), "least severe level logged: debug, info, warn or error (env LOOM_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("LOOM_LOG_FORMAT", "text"), "log format: text or json (env LOOM_LOG_FORMAT)")
 	fs.DurationVar(&c.DrainPeriod, "drain-period", drain, "how long to finish work after SIGTERM (env LOOM_DRAIN_PERIOD)")
+	fs.StringVar(&c.NATSUser, "nats-user", env("LOOM_NATS_USER", ""), "NATS user name; its password comes from env LOOM_NATS_PASSWORD (env LOOM_NATS_USER)")
+	c.NATSPassword = env("LOOM_NATS_PASSWORD", "")
+	fs.StringVar(&c.NATSCreds, "nats-creds", env("LOOM_NATS_CREDS", ""), "NATS credentials file (user JWT and NKey seed) (env LOOM_NATS_CREDS)")
+	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", env("LOOM_NATS_TLS_CA", ""), "PEM file of the CAs of the NATS servers; requires TLS (env LOOM_NATS_TLS_CA)")
+	fs.StringVar(&c.NATSTLSCert, "nats-tls-cert", env("LOOM_NATS_TLS_CERT", ""), "PEM client certificate for mutual TLS with NATS (env LOOM_NATS_TLS_CERT)")
+	fs.StringVar(&c.NATSTLSKey, "nats-tls-key", env("LOOM_NATS_TLS_KEY", ""), "PEM key of the client certificate (env LOOM_NATS_TLS_KEY)")
+}
+
+// NATSOptions returns the connection options that authenticate the service
+// name to NATS and secure the connection, as Config says: user and password
+// or a credentials file (not both), TLS with a CA and an optional client
+// certificate, and the service's own inbox prefix, which the servers'
+// permissions require (natsauth.InboxPrefix). It returns an error if the
+// settings contradict each other; files are read when connecting.
+func (c Config) NATSOptions(name string) ([]nats.Option, error) {
+	opts := []nats.Option{nats.CustomInboxPrefix(natsauth.InboxPrefix(name))}
+	switch {
+	case c.NATSUser != "" && c.NATSCreds != "":
+		return nil, errors.New("cannot configure NATS authentication: give a user or a credentials file, not both")
+	case c.NATSUser != "":
+		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	case c.NATSPassword != "":
+		return nil, errors.New("cannot configure NATS authentication: a password (LOOM_NATS_PASSWORD) needs a user (--nats-user)")
+	case c.NATSCreds != "":
+		opts = append(opts, nats.UserCredentials(c.NATSCreds))
+	}
+	if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
+		return nil, errors.New("cannot configure NATS TLS: give both a client certificate and its key, or neither")
+	}
+	if c.NATSTLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.NATSTLSCA))
+	}
+	if c.NATSTLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.NATSTLSCert, c.NATSTLSKey))
+	}
+	return opts, nil
 }
 
 // RESTConfig builds the Kubernetes client configuration: from Kubeconfig
@@ -240,7 +297,11 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 	rc.Wrap(telemetry.WrapTransport)
 	rt.REST = rc
 
-	nc, err := nats.Connect(cfg.NATSURL,
+	natsOpts, err := cfg.NATSOptions(name)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(cfg.NATSURL, append(natsOpts,
 		nats.Name("loom-"+name+"/"+cfg.ReplicaID),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -251,7 +312,16 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
-	)
+		// Permission violations and other asynchronous errors would
+		// otherwise go unnoticed: a refused publish fails silently.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn("NATS error", "err", err, "subject", sub.Subject)
+				return
+			}
+			log.Warn("NATS error", "err", err)
+		}),
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", cfg.NATSURL, err)
 	}
