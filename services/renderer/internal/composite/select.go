@@ -209,8 +209,8 @@ func checkCompatible(xr *unstructured.Unstructured, rev *v1.CompositionRevision)
 	if ref.APIVersion == xr.GetAPIVersion() && ref.Kind == xr.GetKind() {
 		return nil
 	}
-	return fmt.Errorf("%w: referenced composition is not compatible with this composite resource: CompositionRevision %q is for %s, %s, not %s, %s",
-		errInvalidSpec, rev.GetName(), ref.Kind, ref.APIVersion, xr.GetKind(), xr.GetAPIVersion())
+	return fmt.Errorf("%w: referenced composition is not compatible with this composite resource: Composition %q (CompositionRevision %q) is for %s, %s, not %s, %s",
+		errInvalidSpec, rev.GetLabels()[v1.LabelCompositionName], rev.GetName(), ref.Kind, ref.APIVersion, xr.GetKind(), xr.GetAPIVersion())
 }
 
 // typed decodes an unstructured object.
