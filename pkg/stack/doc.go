@@ -58,6 +58,18 @@
 //	    --nats-url=nats://127.0.0.1:<port> --replica-id=<name>-<i> \
 //	    --health-addr=127.0.0.1:<port>
 //
+// with LOOM_BUS_REPLICAS in its environment (the replica count of Loom's
+// JetStream objects: 1, or 3 on a NATS cluster).
+//
+// # NATS
+//
+// NATS runs inside the harness process. Options.NATSServers of 3 to 5 start
+// a JetStream cluster (loom-local) on loopback: servers loom-local-<i>, each
+// with its own store nats/n<i> and log logs/nats-<i>.log; --nats-url then
+// lists every server, comma-separated. KillNATSServer and StartNATSServer
+// take one server away and bring it back (same ports, same store);
+// RestartNATS restarts them all.
+//
 // and considers a replica started once GET http://<health-addr>/readyz
 // answers 200. pkg/service implements that contract for every main. A
 // replica that exits is restarted with exponential backoff (200ms up to

@@ -98,8 +98,11 @@ type Options struct {
 	// to Start bounds start-up as a whole.
 	ReadyTimeout time.Duration
 
-	// NATSServers is the size of the embedded NATS cluster. Reserved: only
-	// 0 (meaning 1) and 1 are supported today.
+	// NATSServers is how many embedded NATS servers to run: 0 or 1 runs a
+	// single server; 3 to 5 run a JetStream cluster over loopback routes,
+	// and the services then keep every stream, consumer and bucket with
+	// three replicas (LOOM_BUS_REPLICAS=3). Two is refused: a two-server
+	// cluster loses its quorum with either server.
 	NATSServers int
 
 	// APIServerArgs are extra kube-apiserver flags, appended after the
@@ -180,8 +183,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 2 * time.Minute
 	}
-	if o.NATSServers > 1 {
-		return o, fmt.Errorf("cannot run %d NATS servers: only one is supported", o.NATSServers)
+	if o.NATSServers < 0 || o.NATSServers == 2 || o.NATSServers > 5 {
+		return o, fmt.Errorf("cannot run %d NATS servers: want 1, or 3 to 5 for a cluster", o.NATSServers)
 	}
 	for name, n := range o.Replicas {
 		if n < 0 {

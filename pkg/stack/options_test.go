@@ -66,8 +66,18 @@ func TestWithDefaults(t *testing.T) {
 			err:    true,
 		},
 		"NATSCluster": {
-			reason: "NATS clusters are not supported yet.",
-			in:     Options{RepoRoot: root, NATSServers: 3},
+			reason: "Three NATS servers form a cluster.",
+			in:     Options{RepoRoot: root, StateDir: "/s", BinDir: "/b", K8sBinDir: "/k", RBACDir: "/r", Services: []string{}, CRDDirs: []string{}, ExtraCRDDirs: []string{}, NATSServers: 3},
+			want:   Options{RepoRoot: root, StateDir: "/s", BinDir: "/b", K8sBinDir: "/k", RBACDir: "/r", Services: []string{}, CRDDirs: []string{}, ExtraCRDDirs: []string{}, NATSServers: 3},
+		},
+		"TwoNATSServers": {
+			reason: "A two-server cluster loses its quorum with either server; it is refused.",
+			in:     Options{RepoRoot: root, NATSServers: 2},
+			err:    true,
+		},
+		"TooManyNATSServers": {
+			reason: "More than five servers is more than the stack needs to prove anything.",
+			in:     Options{RepoRoot: root, NATSServers: 6},
 			err:    true,
 		},
 	}

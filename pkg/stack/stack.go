@@ -26,7 +26,7 @@ type Stack struct {
 
 	mu       sync.Mutex
 	cp       *controlPlane // nil when running against an existing cluster
-	nats     *embeddedNATS
+	nats     *natsCluster
 	rc       *rest.Config
 	adminKC  string
 	services map[string][]*process // by service name, index = replica
@@ -180,6 +180,9 @@ func (s *Stack) startServices(ctx context.Context) error {
 					"--replica-id=" + name,
 					"--health-addr=" + addr,
 				},
+				// The services' --bus-replicas default; the test provider
+				// ignores it (it takes no such flag).
+				Env:     []string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())},
 				Echo:    s.opts.ServiceLog,
 				Restart: true,
 			})
@@ -344,8 +347,9 @@ func (s *Stack) RESTConfig() *rest.Config {
 	return rc
 }
 
-// NATSURL returns the URL of the embedded NATS server. It stays the same
-// across RestartNATS.
+// NATSURL returns the URL of the embedded NATS server, or on a cluster the
+// URLs of every server, comma-separated (as nats.Connect and the services'
+// --nats-url accept them). It stays the same across restarts.
 func (s *Stack) NATSURL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -391,7 +395,8 @@ const infoFile = "stack.json"
 type Info struct {
 	// Kubeconfig is the admin kubeconfig.
 	Kubeconfig string `json:"kubeconfig"`
-	// NATSURL is the URL of the NATS server.
+	// NATSURL is the URL of the NATS server, or the comma-separated URLs of
+	// every server of a cluster.
 	NATSURL string `json:"natsURL"`
 	// PID is the process that runs the stack (and the embedded NATS server).
 	PID int `json:"pid"`
