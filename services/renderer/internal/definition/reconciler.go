@@ -122,22 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 	}
 
 	if err := xcrd.Validate(xrd); err != nil {
-		msg := fmt.Sprintf("cannot generate CustomResourceDefinitions: %v", err)
-		want := []common.Condition{{Type: common.TypeSynced, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg, LastTransitionTime: metav1.Now()}}
-		// The CRDs of the last valid version are still served.
-		for _, t := range []common.ConditionType{v1.TypeEstablished, v1.TypeOffered} {
-			if c, ok := conditions.Get(conditions.Observed(u), t); ok {
-				want = append(want, c)
-			}
-		}
-		wrote, serr := r.setStatus(ctx, u, xrd, want)
-		if serr != nil {
-			return bus.Result{}, serr
-		}
-		if wrote {
-			r.rec.Event(u, event.TypeWarning, event.ReasonInvalidDefinition, "Validate", msg)
-		}
-		return bus.Result{}, bus.Permanent(fmt.Errorf("composite resource definition %q is invalid: %w", name, err))
+		return r.invalid(ctx, u, xrd, fmt.Errorf("cannot generate CustomResourceDefinitions: %w", err))
 	}
 
 	if !slices.Contains(u.GetFinalizers(), Finalizer) {
@@ -155,6 +140,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 		return bus.Result{}, bus.Permanent(err)
 	}
 	xrEstablished, err := r.applyCRD(ctx, u, xrCRD)
+	if kerrors.IsInvalid(err) {
+		// A schema the offline checks let through, refused by the API
+		// server: retrying cannot help.
+		return r.invalid(ctx, u, xrd, err)
+	}
 	if err != nil {
 		return bus.Result{}, err
 	}
@@ -169,6 +159,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 			return bus.Result{}, bus.Permanent(err)
 		}
 		claimEstablished, err := r.applyCRD(ctx, u, claimCRD)
+		if kerrors.IsInvalid(err) {
+			return r.invalid(ctx, u, xrd, err)
+		}
 		if err != nil {
 			return bus.Result{}, err
 		}
@@ -189,6 +182,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 		return bus.Result{RequeueAfter: establishWait}, nil
 	}
 	return bus.Result{}, nil
+}
+
+// invalid reports that the XRD cannot define its CRDs, cause says why: a
+// Synced=False condition, an Event when the condition is new, and a
+// permanent error. The CRDs of the last valid version are still served.
+func (r *Reconciler) invalid(ctx context.Context, u *unstructured.Unstructured, xrd *v1.CompositeResourceDefinition, cause error) (bus.Result, error) {
+	msg := cause.Error()
+	want := []common.Condition{{Type: common.TypeSynced, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg, LastTransitionTime: metav1.Now()}}
+	for _, t := range []common.ConditionType{v1.TypeEstablished, v1.TypeOffered} {
+		if c, ok := conditions.Get(conditions.Observed(u), t); ok {
+			want = append(want, c)
+		}
+	}
+	wrote, serr := r.setStatus(ctx, u, xrd, want)
+	if serr != nil {
+		return bus.Result{}, serr
+	}
+	if wrote {
+		r.rec.Event(u, event.TypeWarning, event.ReasonInvalidDefinition, "Validate", msg)
+	}
+	return bus.Result{}, bus.Permanent(fmt.Errorf("composite resource definition %q is invalid: %w", u.GetName(), cause))
 }
 
 // ReconcileSuccess is the Synced condition of an XRD whose CRDs are applied.
