@@ -35,6 +35,7 @@ import (
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/services/binder/internal/apply"
 	"github.com/loomxr/loom/services/binder/internal/condition"
 	"github.com/loomxr/loom/services/binder/internal/event"
@@ -530,6 +531,11 @@ func (r *Reconciler) setStatus(ctx context.Context, cm, src *unstructured.Unstru
 			return false, nil
 		}
 		return false, fmt.Errorf("cannot apply status of claim %s/%s: %w", cm.GetNamespace(), cm.GetName(), err)
+	}
+	if after, ok := condition.Find(conds, common.TypeReady); ok && after.Status == corev1.ConditionTrue {
+		if before, _ := condition.Find(existing, common.TypeReady); before.Status != corev1.ConditionTrue {
+			telemetry.ObserveClaimReady(ctx, cm.GetKind(), cm.GetCreationTimestamp().Time)
+		}
 	}
 	return true, nil
 }

@@ -39,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/services/binder/internal/apply"
 	"github.com/loomxr/loom/services/binder/internal/condition"
 	"github.com/loomxr/loom/services/binder/internal/event"
@@ -247,6 +248,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	}
 	problems = append(problems, Cycles(problems)...)
 
+	waiting := 0
+	for _, p := range problems {
+		if !p.Error {
+			waiting++
+		}
+	}
+	telemetry.SetReferencesWaiting(string(xr.GetUID()), waiting)
 	if governed == 0 && !owns(xr, TypeReferencesResolved) {
 		return Result{}, errors.Join(errs...)
 	}

@@ -69,7 +69,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 		want = append(want, readyCondition(out).WithObservedGeneration(gen))
 		want = append(want, out.conditions...)
 		status[xcrd.FieldLoom] = summary(out)
-		if len(out.claimConditionTypes) > 0 {
+		// Only LegacyCluster XRs have claims (and the field).
+		if len(out.claimConditionTypes) > 0 && st.xrd.GetScope().Legacy() {
 			types := make([]any, 0, len(out.claimConditionTypes))
 			for _, t := range out.claimConditionTypes {
 				types = append(types, t)
