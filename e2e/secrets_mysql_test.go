@@ -56,7 +56,7 @@ rules:
   resources: [xmysqlinstances, mysqlinstances]
   verbs: [get]
 - apiGroups: [mysql.secrets.e2e.loom.dev]
-  resources: [xmysqlinstances/status]
+  resources: [xmysqlinstances/status, mysqlinstances/status]
   verbs: [patch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -330,6 +330,13 @@ func TestSecretsMySQL(t *testing.T) {
 		}
 		if s, r, m := secretsCondition(o); s != "True" || r != "Published" {
 			return fmt.Errorf("XR condition ConnectionDetailsReady is %s/%s (%s), want True/Published", s, r, m)
+		}
+		c, err := env.Dynamic.Resource(secretsClaimGVK.GroupVersion().WithResource("mysqlinstances")).Namespace(secretsNamespace).Get(ctx, "orders-db", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ts, _, _ := unstructured.NestedString(c.Object, "status", "connectionDetails", "lastPublishedTime"); ts == "" {
+			return errors.New("claim has no status.connectionDetails.lastPublishedTime")
 		}
 		return nil
 	})

@@ -24,7 +24,8 @@
 //     not written while keys are still coming, which saves writes;
 //  5. once the XR is Ready (as Crossplane does), copies the data to the
 //     claim's Secret, spec.writeConnectionSecretToRef.name in the claim's
-//     namespace, controlled by the claim;
+//     namespace, controlled by the claim, and sets the claim's
+//     status.connectionDetails.lastPublishedTime when it changed;
 //  6. applies its condition, ConnectionDetailsReady, and
 //     status.connectionDetails.lastPublishedTime (set when the XR's Secret
 //     data changed) to the XR's status with server-side apply (field
@@ -140,6 +141,11 @@ type Reconciler struct {
 	// each new set is reported once.
 	mu        sync.Mutex
 	conflicts map[types.UID]string
+
+	// templates remembers, per XR, the template of each composed resource
+	// it references, so that resources whose template contributes nothing
+	// are not read again.
+	templates *templateMemo
 }
 
 // An Option configures a Reconciler.
@@ -153,7 +159,7 @@ func WithLogger(l *slog.Logger) Option { return func(rc *Reconciler) { rc.log = 
 
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, s Store, t Tracker, o ...Option) *Reconciler {
-	r := &Reconciler{client: c, defs: d, store: s, tracker: t, rec: event.Nop, log: slog.Default(), now: time.Now, conflicts: map[types.UID]string{}}
+	r := &Reconciler{client: c, defs: d, store: s, tracker: t, rec: event.Nop, log: slog.Default(), now: time.Now, conflicts: map[types.UID]string{}, templates: newTemplateMemo(16384)}
 	for _, fn := range o {
 		fn(r)
 	}
@@ -335,6 +341,11 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 		if err != nil || kind == "" || name == "" {
 			continue
 		}
+		refKey := apiVersion + "/" + kind + "/" + ns + "/" + name
+		if tmpl, ok := r.templates.get(st.xr.GetUID(), refKey); ok && !contributes(st.comp.Plan, tmpl) {
+			// Its template contributes nothing: no need to read it.
+			continue
+		}
 		obj, err := r.client.Get(ctx, gv.WithKind(kind), ns, name)
 		if kerrors.IsNotFound(err) {
 			continue
@@ -350,6 +361,7 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 		if tmpl == "" {
 			continue
 		}
+		r.templates.put(st.xr.GetUID(), refKey, tmpl)
 		uids = append(uids, obj.GetUID())
 		o := connection.Observed{Name: tmpl, Object: obj.Object, Prefix: obj.GetAnnotations()[connection.AnnotationPrefix]}
 		sn, _, _ := unstructured.NestedString(obj.Object, "spec", fieldWriteConnection, "name")
@@ -389,6 +401,21 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 		}
 	}
 	return out, nil
+}
+
+// contributes reports whether the resource of a template can contribute
+// connection details: always when aggregating, otherwise when its template
+// lists some.
+func contributes(p connection.Plan, tmpl string) bool {
+	if p.Aggregate {
+		return true
+	}
+	for _, t := range p.Templates {
+		if t.Name == tmpl {
+			return len(t.Details) > 0
+		}
+	}
+	return false
 }
 
 // needsSecret reports whether the connection details need the Secret of the
@@ -438,7 +465,21 @@ func (r *Reconciler) copyToClaim(ctx context.Context, st *xrState, data map[stri
 	}
 	k := secret.Key{Namespace: ns, Name: to}
 	r.tracker.Track(st.target, append(slices.Clone(st.deps), k), st.uids)
-	return r.store.Ensure(ctx, secret.Desired{Key: k, Owner: ownerRef(claim), Data: data})
+	wrote, err := r.store.Ensure(ctx, secret.Desired{Key: k, Owner: ownerRef(claim), Data: data})
+	if err != nil || !wrote {
+		return wrote, err
+	}
+	// Like Crossplane, the claim records when its Secret last changed.
+	intent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": claim.GetAPIVersion(),
+		"kind":       claim.GetKind(),
+		"metadata":   map[string]any{"name": claim.GetName(), "namespace": claim.GetNamespace()},
+		"status":     map[string]any{"connectionDetails": map[string]any{"lastPublishedTime": r.now().UTC().Format(time.RFC3339)}},
+	}}
+	if _, err := r.client.ApplyStatus(ctx, intent); err != nil {
+		return true, fmt.Errorf("cannot apply the status of claim %s %s/%s: %w", kind, ns, name, err)
+	}
+	return true, nil
 }
 
 // condition returns the XR's ConnectionDetailsReady condition after a
@@ -554,9 +595,50 @@ func (r *Reconciler) forget(uid types.UID) {
 		return
 	}
 	r.tracker.Forget(uid)
+	r.templates.forget(uid)
 	r.mu.Lock()
 	delete(r.conflicts, uid)
 	r.mu.Unlock()
+}
+
+// templateMemo is a bounded map from XR UID and composed resource reference
+// to the resource's template name. A composed resource keeps its template
+// for life (its name is derived from it), so entries never go stale.
+type templateMemo struct {
+	mu  sync.Mutex
+	max int
+	m   map[types.UID]map[string]string
+}
+
+func newTemplateMemo(max int) *templateMemo {
+	return &templateMemo{max: max, m: map[types.UID]map[string]string{}}
+}
+
+func (t *templateMemo) get(xr types.UID, ref string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tmpl, ok := t.m[xr][ref]
+	return tmpl, ok
+}
+
+func (t *templateMemo) put(xr types.UID, ref, tmpl string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	refs := t.m[xr]
+	if refs == nil {
+		if len(t.m) >= t.max {
+			t.m = map[types.UID]map[string]string{}
+		}
+		refs = map[string]string{}
+		t.m[xr] = refs
+	}
+	refs[ref] = tmpl
+}
+
+func (t *templateMemo) forget(xr types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, xr)
 }
 
 func newCondition(s corev1.ConditionStatus, reason common.ConditionReason, msg string) common.Condition {

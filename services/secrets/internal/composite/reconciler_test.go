@@ -222,7 +222,7 @@ func TestReconcile(t *testing.T) {
 			want: want{
 				xrSecret: full, claim: full, published: true,
 				condition:  "True/Published: Connection Secret system/xr-1 is published",
-				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 2},
 				againCalls: map[string]int{fake.Get: 5, fake.GetSecret: 1},
 			},
 		},
@@ -256,7 +256,7 @@ func TestReconcile(t *testing.T) {
 			want: want{
 				xrSecret: map[string]string{"username": "admin", "password": "s3cr3t"}, claim: map[string]string{"username": "admin", "password": "s3cr3t"}, published: true,
 				condition:  "False/WaitingForKeys: Connection Secret system/xr-1 waits for keys: endpoint",
-				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 2},
 				againCalls: map[string]int{fake.Get: 5, fake.GetSecret: 1},
 			},
 		},
@@ -271,7 +271,7 @@ func TestReconcile(t *testing.T) {
 				xrSecret: full, claim: full, published: true,
 				condition:  `False/MissingKeys: CompositionRevision "db-abc" cannot provide the connection secret keys that CompositeResourceDefinition "xdbs.example.org" declares: ca.crt`,
 				events:     []recorded{{event.TypeWarning, "MissingKeys", `CompositionRevision "db-abc" cannot provide the connection secret keys that CompositeResourceDefinition "xdbs.example.org" declares: ca.crt`}},
-				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				calls:      map[string]int{fake.Get: 7, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 2},
 				againCalls: map[string]int{fake.Get: 5, fake.GetSecret: 1},
 			},
 		},
@@ -309,7 +309,7 @@ spec:
 				published:  true,
 				condition:  "True/Published: Connection Secret system/xr-1 is published",
 				events:     []recorded{{event.TypeWarning, ReasonKeyConflict, `connection secret key "pw" is held by the connection Secrets of "server", "replica"; "replica" wins (template order)`}},
-				calls:      map[string]int{fake.Get: 8, fake.GetSecret: 3, fake.CreateSecret: 2, fake.ApplyStatus: 1},
+				calls:      map[string]int{fake.Get: 8, fake.GetSecret: 3, fake.CreateSecret: 2, fake.ApplyStatus: 2},
 				againCalls: map[string]int{fake.Get: 6, fake.GetSecret: 3},
 			},
 		},
@@ -453,7 +453,7 @@ func TestRotation(t *testing.T) {
 	if _, err := r.Reconcile(t.Context(), target); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]int{fake.Get: 5, fake.GetSecret: 1, fake.UpdateSecret: 2, fake.ApplyStatus: 1}, c.Calls()); diff != "" {
+	if diff := cmp.Diff(map[string]int{fake.Get: 5, fake.GetSecret: 1, fake.UpdateSecret: 2, fake.ApplyStatus: 2}, c.Calls()); diff != "" {
 		t.Errorf("rotation: requests -want, +got:\n%s", diff)
 	}
 	for _, k := range []secret.Key{{Namespace: "system", Name: "xr-1"}, {Namespace: "team", Name: "db-conn"}} {
@@ -464,6 +464,10 @@ func TestRotation(t *testing.T) {
 	last, _, _ := unstructured.NestedString(c.Object(xrGVK, "", "db").Object, "status", "connectionDetails", "lastPublishedTime")
 	if last != "2026-01-01T00:01:00Z" {
 		t.Errorf("lastPublishedTime %q, want the rotation's time", last)
+	}
+	last, _, _ = unstructured.NestedString(c.Object(claimGVK, "team", "db").Object, "status", "connectionDetails", "lastPublishedTime")
+	if last != "2026-01-01T00:01:00Z" {
+		t.Errorf("claim lastPublishedTime %q, want the rotation's time", last)
 	}
 
 	// Keys that disappear upstream disappear downstream.
@@ -504,5 +508,35 @@ func TestInvalidDetails(t *testing.T) {
 	want := `False/InvalidConnectionDetails: cannot compute the connection details of CompositionRevision "db-abc": invalid connection details: template "rule": connectionDetails[0]: name is required by type FromFieldPath`
 	if got := condition(c); got != want {
 		t.Errorf("condition:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestSkipsTemplatesWithoutDetails(t *testing.T) {
+	c := fake.New(claimGVK.GroupKind())
+	world(t, c, "db-abc", true, func(xr *unstructured.Unstructured) {
+		refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "resourceRefs")
+		refs = append(refs, map[string]any{"apiVersion": "nop.example.org/v1", "kind": "Nop", "name": "db-group"})
+		_ = unstructured.SetNestedSlice(xr.Object, refs, "spec", "resourceRefs")
+	})
+	c.Add(`
+apiVersion: nop.example.org/v1
+kind: Nop
+metadata:
+  name: db-group
+  uid: nop-5
+  annotations: {crossplane.io/composition-resource-name: group}
+  ownerReferences: [{apiVersion: example.org/v1, kind: XDB, name: db, uid: xr-1, controller: true}]
+`)
+	trk := &testTracker{Cluster: c, tracked: map[types.UID][]secret.Key{}}
+	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk)
+	target := tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"}
+	for i, want := range []int{8, 5} {
+		if _, err := r.Reconcile(t.Context(), target); err != nil {
+			t.Fatal(err)
+		}
+		// XR, XRD, revision, 4 composed, claim; then XR, 3 composed, claim.
+		if got := c.Calls()[fake.Get]; got != want {
+			t.Errorf("reconcile %d: %d GETs, want %d: a resource whose template has no connection details is read once", i+1, got, want)
+		}
 	}
 }
