@@ -27,6 +27,7 @@ type devFlags struct {
 	examples    string
 	replicas    string
 	kubeconfig  string
+	natsCluster int
 	wait        time.Duration
 	detach      bool
 	serviceLogs bool
@@ -75,6 +76,7 @@ claim among the examples is Ready, and prints the admin kubeconfig path;
 	fl.StringVar(&f.examples, "examples", "", "folder of manifests to apply once the stack is up (default <repo>/examples)")
 	fl.StringVar(&f.replicas, "replicas", "", "replicas per service, for example renderer=2,binder=3")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "run the services against this existing cluster instead of starting a control plane")
+	fl.IntVar(&f.natsCluster, "nats-cluster", 0, "run NATS as a JetStream cluster of this many servers (3 to 5) on loopback; Loom then keeps its streams with three replicas")
 	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "how long to wait for the examples' claims to become Ready")
 	fl.BoolVar(&f.detach, "detach", false, "run the stack in the background and return once it is up and the claims are Ready")
 	fl.BoolVar(&f.serviceLogs, "service-logs", true, "echo the services' logs in the foreground (they are always in <state-dir>/logs)")
@@ -106,6 +108,9 @@ func (f *devFlags) complete() error {
 		if *p, err = filepath.Abs(*p); err != nil {
 			return fmt.Errorf("cannot resolve %s: %w", *p, err)
 		}
+	}
+	if f.natsCluster < 0 || f.natsCluster == 2 || f.natsCluster > 5 {
+		return fmt.Errorf("cannot run a NATS cluster of %d servers: want 3 to 5 (or 0 or 1 for a single server)", f.natsCluster)
 	}
 	_, err = parseReplicas(f.replicas)
 	return err
@@ -142,11 +147,12 @@ func parseReplicas(s string) (map[string]int, error) {
 func (f *devFlags) options(log, serviceLog io.Writer) stack.Options {
 	replicas, _ := parseReplicas(f.replicas) // validated by complete
 	return stack.Options{
-		StateDir:   f.stateDir,
-		Kubeconfig: f.kubeconfig,
-		Replicas:   replicas,
-		Log:        log,
-		ServiceLog: serviceLog,
+		StateDir:    f.stateDir,
+		Kubeconfig:  f.kubeconfig,
+		Replicas:    replicas,
+		NATSServers: f.natsCluster,
+		Log:         log,
+		ServiceLog:  serviceLog,
 	}
 }
 

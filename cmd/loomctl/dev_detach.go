@@ -64,6 +64,7 @@ func devDetach(out io.Writer, f *devFlags) error {
 		"--examples=" + f.examples,
 		"--replicas=" + f.replicas,
 		"--wait=" + f.wait.String(),
+		"--nats-cluster=" + strconv.Itoa(f.natsCluster),
 	}
 	if f.kubeconfig != "" {
 		args = append(args, "--kubeconfig="+f.kubeconfig)

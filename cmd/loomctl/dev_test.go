@@ -68,3 +68,32 @@ func TestAlive(t *testing.T) {
 		t.Error("alive(reaped process): want false")
 	}
 }
+
+func TestNATSClusterFlag(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		n      int
+		err    bool
+	}{
+		"Default": {reason: "Zero runs a single server.", n: 0},
+		"One":     {reason: "One runs a single server.", n: 1},
+		"Two":     {reason: "Two servers cannot keep a quorum when one goes; refused.", n: 2, err: true},
+		"Three":   {reason: "Three servers form a cluster.", n: 3},
+		"Six":     {reason: "More than five is refused.", n: 6, err: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := &devFlags{natsCluster: tc.n, stateDir: t.TempDir()}
+			err := f.complete()
+			if (err != nil) != tc.err {
+				t.Fatalf("%s\ncomplete() with --nats-cluster=%d: err %v, want error %v", tc.reason, tc.n, err, tc.err)
+			}
+			if tc.err {
+				return
+			}
+			if got := f.options(nil, nil).NATSServers; got != tc.n {
+				t.Errorf("%s\noptions().NATSServers: got %d, want %d", tc.reason, got, tc.n)
+			}
+		})
+	}
+}
