@@ -66,7 +66,7 @@ run: build control-plane ## Start the local stack with the examples, in the fore
 test: unit fuzz e2e ## Everything CI runs.
 
 .PHONY: unit
-unit: ## Unit and integration tests of every module, with the race detector.
+unit: build control-plane ## Unit and integration tests of every module, with the race detector (some run on the real control plane).
 	@for m in $(MODULES); do echo "=== go test $$m"; (cd $$m && go test -race -timeout $(UNIT_TIMEOUT) ./...); done
 
 # Every fuzz target (func FuzzX in a _test.go file of a go.work module) runs
