@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"reflect"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/loomxr/loom/pkg/telemetry"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/object"
 	"github.com/loomxr/loom/services/watcher/internal/route"
@@ -67,8 +70,10 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 			o.ClaimRef = object.ClaimRef(u)
 		}
 	}
+	ctx, span := w.startSpan(m, typ, w.owners(m, o.ClaimRef)...)
+	defer span.End()
 	for _, d := range route.Route(o, roles, lookup{w}) {
-		w.publish(w.ctx, d.Service, newEvent(m, typ, d))
+		w.publish(ctx, d.Service, newEvent(m, typ, d))
 	}
 	if roles&route.RoleXR != 0 {
 		w.awaitClaim(m, o.ClaimRef, typ)
@@ -135,7 +140,9 @@ func (w *Watcher) claimArrived(claim object.Meta) {
 	t := route.Target{GVK: claim.GVK, Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
 	for _, a := range waiting {
 		d := route.Delivery{Service: route.Binder, Target: t, Reason: "bound composite resource changed"}
-		w.publish(w.ctx, d.Service, newEvent(a.xr, a.typ, d))
+		ctx, span := w.startSpan(a.xr, a.typ, string(claim.UID))
+		w.publish(ctx, d.Service, newEvent(a.xr, a.typ, d))
+		span.End()
 	}
 }
 
@@ -204,6 +211,42 @@ func (w *Watcher) observe(s *source, roles route.Role, typ eventsv1.EventType, m
 	if changed {
 		w.reconcile()
 	}
+}
+
+// startSpan starts the span of one change the watcher publishes, in the
+// trace of the object's lineage or of its owners' (see telemetry.Lineage):
+// a claim's creation, its XR, its composed resources and their changes
+// until they are ready form one trace.
+func (w *Watcher) startSpan(m object.Meta, typ eventsv1.EventType, owners ...string) (context.Context, trace.Span) {
+	return w.lineage.Start(w.ctx, "watch "+m.GVK.Kind, telemetry.Sighting{
+		UID:     string(m.UID),
+		New:     typ == eventsv1.EventType_EVENT_TYPE_ADDED,
+		Deleted: typ == eventsv1.EventType_EVENT_TYPE_DELETED,
+		Owners:  owners,
+	}, trace.WithAttributes(
+		attribute.String("loom.event.type", typ.String()),
+		attribute.String("k8s.group", m.GVK.Group),
+		attribute.String("k8s.kind", m.GVK.Kind),
+		attribute.String("k8s.namespace", m.Namespace),
+		attribute.String("k8s.name", m.Name),
+		attribute.String("k8s.uid", string(m.UID)),
+		attribute.String("k8s.resource_version", m.ResourceVersion),
+	))
+}
+
+// owners returns the UIDs whose trace a change of m may join: its claim (for
+// an XR) and its controller (for a composed resource).
+func (w *Watcher) owners(m object.Meta, claimRef *object.Reference) []string {
+	var out []string
+	if claimRef != nil {
+		if t, ok := (lookup{w}).Claim(claimRef.GroupKind(), claimRef.Namespace, claimRef.Name); ok {
+			out = append(out, string(t.UID))
+		}
+	}
+	if m.Controller != nil {
+		out = append(out, string(m.Controller.UID))
+	}
+	return out
 }
 
 // publish publishes an event. A failure asks for an early resync, which

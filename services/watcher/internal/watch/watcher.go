@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/pkg/watchreq"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/kindset"
@@ -114,6 +115,9 @@ type Watcher struct {
 
 	// ctx is Run's context; informers and publishes use it.
 	ctx context.Context
+	// lineage joins the events of a new object, and of the objects it
+	// owns, to the trace of its first event (pkg/telemetry).
+	lineage *telemetry.Lineage
 
 	mu sync.RWMutex
 	// sources are the running informers, by kind.
@@ -155,6 +159,7 @@ type Watcher struct {
 // publishes to pub. disc may be nil when WithRESTMapper is given.
 func New(dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryInterface, pub Publisher, opts ...Option) *Watcher {
 	w := &Watcher{
+		lineage:      telemetry.NewLineage(0),
 		dynamic:      dyn,
 		metadata:     md,
 		pub:          pub,
