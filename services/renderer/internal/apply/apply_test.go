@@ -112,9 +112,9 @@ func TestChanges(t *testing.T) {
 			want:    true,
 		},
 		"KeyedListSame": {
-			reason:  "A list merged by key ignores other managers' elements and their order.",
-			current: `{"status":{"conditions":[{"type":"Bound","status":"True"},{"type":"Ready","status":"True","reason":"Available"}]}}`,
-			owned:   `{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{".":{},"f:type":{},"f:status":{},"f:reason":{}}}}}`,
+			reason:      "A list merged by key ignores other managers' elements and their order.",
+			current:     `{"status":{"conditions":[{"type":"Bound","status":"True"},{"type":"Ready","status":"True","reason":"Available"}]}}`,
+			owned:       `{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{".":{},"f:type":{},"f:status":{},"f:reason":{}}}}}`,
 			subresource: "status",
 			intent:      `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Available"}]}}`,
 			want:        false,

@@ -161,7 +161,7 @@ func TestResourceRefs(t *testing.T) {
 		"Unchanged": {reason: "The same resources, empty namespace or not, are no change.",
 			out: &rendered{resources: []composed{{name: "x", desired: nop("a")}}}, wantNames: []string{"a"}},
 		"Sorted": {reason: "References are sorted; failed templates keep their observed resource.",
-			out: &rendered{resources: []composed{{name: "x", desired: nop("c")}, {name: "y", observed: nop("a")}, {name: "z", desired: nop("b")}}},
+			out:       &rendered{resources: []composed{{name: "x", desired: nop("c")}, {name: "y", observed: nop("a")}, {name: "z", desired: nop("b")}}},
 			wantNames: []string{"a", "b", "c"}, wantChange: true},
 		"Doomed": {reason: "Resources being collected stay referenced until they are gone.",
 			out: &rendered{resources: []composed{{name: "x", desired: nop("b")}}}, doomed: map[string]*unstructured.Unstructured{"old": nop("a")},
@@ -253,10 +253,10 @@ func TestPermanentAndWaiting(t *testing.T) {
 		permanent bool
 		waiting   bool
 	}{
-		"Invalid":      {err: fmt.Errorf("x: %w", errInvalidSpec), permanent: true},
-		"NoComp":       {err: fmt.Errorf("x: %w", errNoCompatible), waiting: true},
-		"NoRevision":   {err: fmt.Errorf("x: %w", errNoRevision), waiting: true},
-		"Transient":    {err: errors.New("connection refused")},
+		"Invalid":       {err: fmt.Errorf("x: %w", errInvalidSpec), permanent: true},
+		"NoComp":        {err: fmt.Errorf("x: %w", errNoCompatible), waiting: true},
+		"NoRevision":    {err: fmt.Errorf("x: %w", errNoRevision), waiting: true},
+		"Transient":     {err: errors.New("connection refused")},
 		"JoinedInvalid": {err: errors.Join(errors.New("a"), fmt.Errorf("b: %w", errInvalidSpec)), permanent: true},
 	}
 	for name, tc := range cases {

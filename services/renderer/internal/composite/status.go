@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/loomxr/loom/pkg/apis/common"
-	"github.com/loomxr/loom/pkg/telemetry"
 	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
+	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/apply"
 	"github.com/loomxr/loom/services/renderer/internal/conditions"

@@ -31,11 +31,19 @@ func TestHash(t *testing.T) {
 		c      *v1.Composition
 		same   bool
 	}{
-		"Same":        {reason: "The same labels, annotations and spec hash the same.", c: comp(map[string]string{"a": "b"}, v1.CompositionModeResources), same: true},
-		"OtherLabel":  {reason: "Labels are part of the hash.", c: comp(map[string]string{"a": "c"}, v1.CompositionModeResources)},
-		"OtherSpec":   {reason: "The spec is part of the hash.", c: comp(map[string]string{"a": "b"}, v1.CompositionModePipeline)},
-		"OtherName":   {reason: "The name is not part of the hash.", c: func() *v1.Composition { c := comp(map[string]string{"a": "b"}, v1.CompositionModeResources); c.Name = "d"; return c }(), same: true},
-		"Annotations": {reason: "Annotations are part of the hash.", c: func() *v1.Composition { c := comp(map[string]string{"a": "b"}, v1.CompositionModeResources); c.Annotations = map[string]string{"x": "y"}; return c }()},
+		"Same":       {reason: "The same labels, annotations and spec hash the same.", c: comp(map[string]string{"a": "b"}, v1.CompositionModeResources), same: true},
+		"OtherLabel": {reason: "Labels are part of the hash.", c: comp(map[string]string{"a": "c"}, v1.CompositionModeResources)},
+		"OtherSpec":  {reason: "The spec is part of the hash.", c: comp(map[string]string{"a": "b"}, v1.CompositionModePipeline)},
+		"OtherName": {reason: "The name is not part of the hash.", c: func() *v1.Composition {
+			c := comp(map[string]string{"a": "b"}, v1.CompositionModeResources)
+			c.Name = "d"
+			return c
+		}(), same: true},
+		"Annotations": {reason: "Annotations are part of the hash.", c: func() *v1.Composition {
+			c := comp(map[string]string{"a": "b"}, v1.CompositionModeResources)
+			c.Annotations = map[string]string{"x": "y"}
+			return c
+		}()},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -98,8 +106,8 @@ func TestFollows(t *testing.T) {
 	}
 	ref := func(n string) map[string]any { return map[string]any{"name": n} }
 	cases := map[string]struct {
-		reason string
-		xr     *unstructured.Unstructured
+		reason  string
+		xr      *unstructured.Unstructured
 		path    string
 		want    bool
 		wantRev string
