@@ -83,6 +83,15 @@ func (m *metrics) handled(service, kind, outcome string, d time.Duration) {
 	}
 }
 
+// declare makes the failure counters of service exist at zero, so that
+// dashboards and alerts see a zero rather than no data before the first
+// failure.
+func (m *metrics) declare(service string) {
+	attrs := metric.WithAttributes(attribute.String("service", service))
+	m.redeliveredC.Add(context.Background(), 0, attrs)
+	m.deadLettersC.Add(context.Background(), 0, attrs)
+}
+
 func (m *metrics) redelivered(service, kind string) {
 	m.redeliveredC.Add(context.Background(), 1, metric.WithAttributes(
 		attribute.String("service", service), attribute.String("kind", kind)))

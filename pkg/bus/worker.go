@@ -157,6 +157,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer w.metrics.observeConsumers(w)()
+	w.metrics.declare(w.service)
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
 	mw, err := w.members.Watch(wctx, w.service+".>")
