@@ -1,6 +1,7 @@
 package watchreq
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/loomxr/loom/pkg/bus/bustest"
 )
 
 // startJetStream runs an in-process NATS server with JetStream on a random
@@ -94,5 +97,41 @@ func TestBucket(t *testing.T) {
 
 	if err := Put(ctx, kv, uid, []Request{{Kind: "ConfigMap"}}); err == nil {
 		t.Error("Put() of an invalid request: want error, got nil")
+	}
+}
+
+// On a cluster the bucket gets the replica count asked for, also when it
+// exists with another.
+func TestBucketReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-server cluster")
+	}
+	c := bustest.RunCluster(t, 3)
+	_, js := bustest.Connect(t, c.URLs(), nats.MaxReconnects(-1))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for _, want := range []int{1, 3} {
+		var err error
+		// The cluster may still be electing its meta leader at first.
+		for {
+			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = EnsureBucket(actx, js, want)
+			acancel()
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("EnsureBucket(%d): %v", want, err)
+		}
+		s, err := js.Stream(ctx, "KV_"+Bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := s.CachedInfo()
+		if info.Config.Replicas != want || info.Cluster == nil || info.Cluster.Leader == "" {
+			t.Errorf("EnsureBucket(%d): stream replicas %d, cluster %+v; want %d with a leader", want, info.Config.Replicas, info.Cluster, want)
+		}
 	}
 }
