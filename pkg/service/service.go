@@ -51,7 +51,9 @@ type Config struct {
 	// configuration. Flag --kubeconfig, env KUBECONFIG.
 	Kubeconfig string
 	// NATSURL is the NATS server (or comma-separated servers) to connect
-	// to. Flag --nats-url, env LOOM_NATS_URL.
+	// to. Give every server of a cluster: the connection starts on any of
+	// them and moves to another when its server goes away (the servers also
+	// tell clients about their peers). Flag --nats-url, env LOOM_NATS_URL.
 	NATSURL string
 	// ReplicaID names this replica in logs, NATS client names and leases.
 	// Flag --replica-id, env LOOM_REPLICA_ID, default the host name.
@@ -306,6 +308,11 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
+		// A server that vanishes without closing its sockets (a lost host)
+		// is noticed within about 30s, not the default 4 minutes; the
+		// connection then moves to another server of the cluster.
+		nats.PingInterval(10*time.Second),
+		nats.MaxPingsOutstanding(3),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("NATS disconnected", "err", err)

@@ -18,7 +18,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
+	"github.com/loomxr/loom/pkg/bus/bustest"
 	"github.com/loomxr/loom/pkg/telemetry"
 )
 
@@ -331,4 +333,63 @@ func TestMainStopsOnSIGTERM(t *testing.T) {
 	if !strings.Contains(out.String(), "shutting down") {
 		t.Errorf("output %q: want a shutdown line", out.String())
 	}
+}
+
+// Given every server of a cluster, the runtime's connection moves to another
+// server when its own goes away, and a subscription keeps receiving, with
+// no action from the service.
+func TestNATSFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-server cluster")
+	}
+	c := bustest.RunCluster(t, 3)
+	rt, err := New("test", Config{Kubeconfig: kubeconfig(t), NATSURL: c.URLs(), ReplicaID: "f-0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rt.Close(context.Background()) }()
+	got := make(chan string, 16)
+	if _, err := rt.NATS.Subscribe("failover", func(m *nats.Msg) { got <- string(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	_, pub := bustest.Connect(t, c.URLs(), nats.MaxReconnects(-1))
+	receive := func(what string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			// Interest moves between servers asynchronously: publish until
+			// a message arrives.
+			if err := pub.Conn().Publish("failover", []byte(what)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case m := <-got:
+				if m == what {
+					return
+				}
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("no message %q within 30s", what)
+			}
+		}
+	}
+	receive("before")
+
+	first := rt.NATS.ConnectedServerName()
+	for _, s := range c.Servers {
+		if s.Name() == first {
+			s.Stop()
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !rt.NATS.IsConnected() || rt.NATS.ConnectedServerName() == first {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not connected to another server than %s: %s", first, rt.NATS.Status())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if failed := rt.ready(t.Context()); len(failed) > 0 {
+		t.Errorf("not ready after the failover: %v", failed)
+	}
+	receive("after")
 }
