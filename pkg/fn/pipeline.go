@@ -381,7 +381,10 @@ func (e *Executor) iterate(ctx context.Context, s Step, observed, desired *fnv1.
 			return nil, i + 1, watches, stepError(s, fmt.Sprintf("cannot run pipeline step %q (function %q): %v", s.Name, s.Function, err), err)
 		}
 		if rsp.GetMeta().GetTag() != tag {
-			err := fmt.Errorf("%w: response tag %q does not echo request tag %q", ErrMalformedResponse, rsp.GetMeta().GetTag(), tag)
+			// The request's tag stays out of the message: it changes with
+			// every observed state, and a message that changes on every
+			// render would rewrite the XR's status, which renders it again.
+			err := fmt.Errorf("%w: response tag %q does not echo the request's tag", ErrMalformedResponse, rsp.GetMeta().GetTag())
 			return nil, i + 1, watches, stepError(s, fmt.Sprintf("cannot run pipeline step %q (function %q): %v", s.Name, s.Function, err), err)
 		}
 		if r := fatal(rsp); r != nil {

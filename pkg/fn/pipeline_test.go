@@ -371,7 +371,7 @@ func TestRunFailuresWithTestFunctions(t *testing.T) {
 			reason: "A response that does not echo the request's tag is malformed, and transient.",
 			step:   Step{Name: "compose", Function: "compose-from-env", Input: input(t, map[string]any{"behaviour": map[string]any{"badTag": true}})},
 			want: want{
-				msg: `cannot run pipeline step "compose" (function "compose-from-env"): malformed function response: response tag "not-the-request-tag" does not echo request tag `, prefix: true,
+				msg: `cannot run pipeline step "compose" (function "compose-from-env"): malformed function response: response tag "not-the-request-tag" does not echo the request's tag`,
 				is: ErrMalformedResponse, transient: true, calls: 1,
 			},
 		},
