@@ -510,6 +510,23 @@ spec:
 	})
 	t.Run("BusGarbage", func(t *testing.T) { busGarbage(t, env) })
 
+	// A failure reports itself once: a message that changed on every
+	// attempt would rewrite the status (and render again) each time, and
+	// show as one Event per attempt.
+	t.Run("NoStatusLoop", func(t *testing.T) {
+		for name := range cases {
+			evs, err := env.Kube.CoreV1().Events("").List(ctx, metav1.ListOptions{
+				FieldSelector: fmt.Sprintf("involvedObject.name=%s,involvedObject.kind=XBad", badXRName(name)),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(evs.Items); n > 3 {
+				t.Errorf("XBad %s has %d distinct Events, want at most 3; the last: %s", badXRName(name), n, evs.Items[n-1].Message)
+			}
+		}
+	})
+
 	// Whatever the bad inputs did, a healthy claim still becomes Ready.
 	t.Run("HealthyAfterwards", func(t *testing.T) {
 		framework.ApplyYAML(t, badComposition("badinput-healthy", readyNop("nop", "", `    patches:
