@@ -43,7 +43,9 @@ func auditFlags(dir string) (flags []string, logPath string, err error) {
 		"--audit-policy-file=" + policy,
 		"--audit-log-path=" + logPath,
 		"--audit-log-format=json",
-		"--audit-log-maxsize=0",
+		// Never rotate (0 would mean lumberjack's default of 100 MB);
+		// readAudit reads rotated files too, should one appear anyway.
+		"--audit-log-maxsize=1000000",
 	}, logPath, nil
 }
 
@@ -81,24 +83,37 @@ type auditEvent struct {
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 }
 
-// readAudit counts the requests of the audit log at path received in each
-// window, by window name.
+// readAudit counts the requests of the audit log at path (and of the
+// files it was rotated to) received in each window, by window name.
 func readAudit(path string, windows []window) (map[string]auditCounts, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot open audit log: %w", err)
-	}
-	defer f.Close()
 	out := map[string]auditCounts{}
 	for _, w := range windows {
 		out[w.name] = auditCounts{}
 	}
+	rotated, err := filepath.Glob(strings.TrimSuffix(path, ".log") + "-*.log")
+	if err != nil {
+		return nil, fmt.Errorf("cannot find rotated audit logs: %w", err)
+	}
+	for _, p := range append(rotated, path) {
+		if err := readAuditFile(p, windows, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func readAuditFile(path string, windows []window, out map[string]auditCounts) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("cannot open audit log: %w", err)
+	}
+	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var ev auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("cannot decode audit event: %w", err)
+			return fmt.Errorf("cannot decode audit event in %s: %w", path, err)
 		}
 		if ev.Stage != "ResponseComplete" && ev.Stage != "Panic" {
 			continue
@@ -121,9 +136,9 @@ func readAudit(path string, windows []window) (map[string]auditCounts, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("cannot read audit log: %w", err)
+		return fmt.Errorf("cannot read audit log %s: %w", path, err)
 	}
-	return out, nil
+	return nil
 }
 
 // Client names in the benchmark's figures.

@@ -27,6 +27,8 @@ type Result struct {
 	Replicas map[string]int `json:"replicas"`
 	// NATSServers is the size of the NATS cluster (1: a single server).
 	NATSServers int `json:"nats_servers"`
+	// ServiceFlags are extra flags the services ran with (experiments).
+	ServiceFlags map[string][]string `json:"service_flags,omitempty"`
 
 	// Claims created; ClaimsReady of them reached Ready.
 	Claims      int `json:"claims"`
@@ -102,6 +104,13 @@ type Result struct {
 	RawCeilingSeconds    float64 `json:"raw_ceiling_seconds"`
 	RawCeilingCreators   int     `json:"raw_ceiling_creators"`
 	RawCeilingErrors     int     `json:"raw_ceiling_errors"`
+	// RawCeilingCPUMsPerWrite is the CPU time kube-apiserver and etcd
+	// spent per create during the ceiling: the cost of one write, to
+	// compare with CPUMsPerClaim.
+	RawCeilingCPUMsPerWrite map[string]float64 `json:"raw_ceiling_cpu_ms_per_write"`
+	// RawCeilingCPUShare is the stack's share of the machine's CPU during
+	// the ceiling (see CPUShare).
+	RawCeilingCPUShare float64 `json:"raw_ceiling_cpu_share"`
 	// LoomWritesPerS are Loom's writes per second from the first create
 	// until every claim was Ready; Efficiency divides it by the ceiling.
 	LoomWritesPerS float64 `json:"loom_writes_per_s"`
@@ -120,6 +129,13 @@ type Result struct {
 	// create until the system was quiet; CPUMsPerClaim the same per claim.
 	CPUSecondsByProcess map[string]float64 `json:"cpu_seconds_by_process"`
 	CPUMsPerClaim       map[string]float64 `json:"cpu_ms_per_claim"`
+	// CPUShare is the CPU time of the stack's processes (harness
+	// included) over the same interval divided by the machine's capacity
+	// (seconds × nproc): well below 1 while the machine sat idle, or while
+	// other programs took the rest; LoadAvgDuringRun (1, 5 and 15 minutes,
+	// read when the system was quiet) tells which.
+	CPUShare         float64 `json:"cpu_share"`
+	LoadAvgDuringRun string  `json:"load_avg_during_run"`
 
 	// BusMsgsPerClaim are the messages Loom's work streams stored per
 	// claim (deduplicated publishes not counted); BusMsgsByStream in total.
@@ -133,8 +149,12 @@ type Result struct {
 	ResyncAPIWrites         float64            `json:"resync_api_writes"`
 	ResyncAPIWritesByClient map[string]float64 `json:"resync_api_writes_by_client,omitempty"`
 	ResyncAPIReads          float64            `json:"resync_api_reads"`
+	ResyncAPIReadsByClient  map[string]float64 `json:"resync_api_reads_by_client,omitempty"`
 	ResyncEventsPublished   uint64             `json:"resync_events_published"`
-	ResyncSeconds           float64            `json:"resync_seconds"`
+	// ResyncKubeEvents are the Kubernetes Events recorded during the
+	// resync (each one a write).
+	ResyncKubeEvents []string `json:"resync_kube_events,omitempty"`
+	ResyncSeconds    float64  `json:"resync_seconds"`
 
 	// Correctness checks at the end: claims with their connection Secret,
 	// XRs with three composed resources, databases whose network
@@ -195,13 +215,21 @@ func machineInfo() Machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) >= 3 {
-			m.LoadAvgAtStart = strings.Join(f[:3], " ")
-		}
-	}
+	m.LoadAvgAtStart = loadAvg()
 	return m
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // commitOf returns the checked-out commit of repo, with "-dirty" when
@@ -236,29 +264,19 @@ func WriteJSON(path string, v any) error {
 	return nil
 }
 
-// benchmarksHeader starts BENCHMARKS.md when it does not exist yet; rows
-// are appended below it.
-const benchmarksHeader = `# Benchmarks
+// benchmarksTable starts the results table of BENCHMARKS.md when the file
+// does not exist yet; rows are appended below it.
+const benchmarksTable = `# Benchmarks
 
-Rows are appended by ` + "`make bench`" + ` (see e2e/bench and the section "Scale
-benchmark" of this file's history); the newest is last. Columns: N claims;
-replicas of renderer/binder; seconds until every claim was Ready; claims/s;
-claim Ready p50/p99 (condition timestamps, whole seconds); engine-added p99
-(XR Ready minus its last composed resource's Ready, from the harness's
-watches); Loom's API writes and reads per claim; raw ceiling (NopResource
-creates/s by 32 clients); efficiency (Loom writes/s during the run ÷
-ceiling); watcher peak RSS; bus messages per claim; API writes caused by a
-full resync.
-
-| date | machine | commit | N | r/b | all Ready s | claims/s | p50/p99 s | engine p99 s | writes/claim | reads/claim | ceiling w/s | efficiency | watcher MiB | bus msgs/claim | resync writes |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| date | machine | commit | N | r/b | all Ready s | claims/s | p50/p99 s | engine p99 s | writes/claim | reads/claim | ceiling w/s | efficiency | watcher MiB | bus msgs/claim | resync writes | CPU share, load | notes |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 `
 
 // AppendBenchmarksRow appends r's row to the table of the Markdown file at
 // path, creating the file with its header if needed.
 func AppendBenchmarksRow(path string, r Result) error {
 	if _, err := os.Stat(path); os.IsNotExist(err) {
-		if err := os.WriteFile(path, []byte(benchmarksHeader), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(benchmarksTable), 0o644); err != nil {
 			return fmt.Errorf("cannot create %s: %w", path, err)
 		}
 	}
@@ -285,11 +303,18 @@ func benchmarksRow(r Result) string {
 	if r.NATSServers > 1 {
 		machine += fmt.Sprintf(", NATS×%d", r.NATSServers)
 	}
-	return fmt.Sprintf("| %s | %s | %s | %d | %d/%d | %.1f | %.1f | %.0f/%.0f | %.2f | %.1f | %.1f | %.0f | %.2f | %.0f | %.1f | %.0f |",
+	var notes []string
+	for _, svc := range sortedKeys(r.ServiceFlags) {
+		notes = append(notes, svc+" "+strings.Join(r.ServiceFlags[svc], " "))
+	}
+	if r.Attribution != "audit" {
+		notes = append(notes, "no audit log: writes/claim include the provider's")
+	}
+	return fmt.Sprintf("| %s | %s | %s | %d | %d/%d | %.1f | %.2f | %.0f/%.0f | %.2f | %.2f | %.1f | %.0f | %.3f | %.0f | %.1f | %.0f | %.2f, %s | %s |",
 		r.StartedAt.UTC().Format("2006-01-02 15:04"), machine, r.Commit, r.Claims, rep("renderer"), rep("binder"),
 		r.SecondsToAllReady, r.ClaimsPerS, r.ReadyP50S, r.ReadyP99S, r.EngineAddedObservedP99S,
 		r.APIWritesPerClaim, r.APIReadsPerClaim, r.RawCeilingWritesPerS, r.Efficiency,
-		r.PeakRSSMB["watcher"], r.BusMsgsPerClaim, r.ResyncAPIWrites)
+		r.PeakRSSMB["watcher"], r.BusMsgsPerClaim, r.ResyncAPIWrites, r.CPUShare, r.LoadAvgDuringRun, strings.Join(notes, "; "))
 }
 
 // percentile returns the p-th percentile (0 < p <= 1, nearest rank) of xs,
@@ -315,8 +340,8 @@ func round(f float64, digits int) float64 {
 func perClaim(m map[string]float64, n int) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		if v != 0 {
-			out[k] = round(v/float64(n), 2)
+		if r := round(v/float64(n), 2); r != 0 {
+			out[k] = r
 		}
 	}
 	return out

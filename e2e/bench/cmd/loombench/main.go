@@ -40,6 +40,7 @@ func run() error {
 		scale    = flag.Bool("scale", false, "run twice, renderer and binder at 1 and at 3 replicas, and report the ratio")
 		cluster  = flag.Int("nats-cluster", 0, "if above 1, run twice, on one NATS server and on a cluster of this many, and report the ratio")
 		replicas = flag.String("replicas", "", "replicas of services for a single run, for example renderer=2,binder=2")
+		svcFlags = flag.String("service-flags", "", `extra flags of services for experiments, for example "binder=--kube-qps=500 --kube-burst=1000;secrets=--kube-qps=500"`)
 		noAudit  = flag.Bool("no-audit", false, "run the API server without an audit log (requests attributed from its counters only)")
 		timeout  = flag.Duration("timeout", 20*time.Minute, "how long to wait for every claim to be Ready")
 		keep     = flag.Bool("keep", false, "keep the stack's state folder (logs, audit log)")
@@ -68,6 +69,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	extra, err := parseServiceFlags(*svcFlags)
+	if err != nil {
+		return err
+	}
 
 	type variant struct {
 		name     string
@@ -93,7 +98,7 @@ func run() error {
 	for _, v := range variants {
 		cfg := bench.Config{
 			Claims: *n, Creators: *creators, Ceiling: *ceiling, Replicas: v.replicas, NATSServers: v.nats,
-			NoAudit: *noAudit, KeepState: *keep, ReadyTimeout: *timeout, RepoRoot: repo, Log: os.Stderr,
+			ServiceFlags: extra, NoAudit: *noAudit, KeepState: *keep, ReadyTimeout: *timeout, RepoRoot: repo, Log: os.Stderr,
 		}
 		if v.nats > 1 {
 			cfg.Name = fmt.Sprintf("NATS cluster of %d", v.nats)
@@ -154,6 +159,22 @@ func parseReplicas(s string) (map[string]int, error) {
 			return nil, fmt.Errorf("cannot parse -replicas %q: want service=count,...", s)
 		}
 		out[strings.TrimSpace(k)] = n
+	}
+	return out, nil
+}
+
+// parseServiceFlags parses "binder=--a=1 --b=2;secrets=--c=3".
+func parseServiceFlags(s string) (map[string][]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string][]string{}
+	for _, part := range strings.Split(s, ";") {
+		svc, flags, ok := strings.Cut(part, "=")
+		if !ok || strings.TrimSpace(svc) == "" {
+			return nil, fmt.Errorf("cannot parse -service-flags %q: want service=flags;...", s)
+		}
+		out[strings.TrimSpace(svc)] = strings.Fields(flags)
 	}
 	return out, nil
 }
