@@ -293,7 +293,8 @@ func secretsCondition(o *unstructured.Unstructured) (status, reason, message str
 // key of the server's Secret) and endpoint (FromFieldPath of the virtual
 // network rule), and not port, which the XRD does not list; the XR's Secret
 // holds the same, in the Composition's namespace under the XR's UID;
-// rotating the server's password reaches the claim's Secret; a Composition
+// rotating the server's password reaches the claim's Secret, and so does its
+// removal; a Composition
 // that cannot provide a declared key is reported on the XR; deleting the
 // claim removes both Secrets.
 func TestSecretsMySQL(t *testing.T) {
@@ -361,6 +362,20 @@ func TestSecretsMySQL(t *testing.T) {
 	want["password"] = rotated
 	secretsWaitData(t, env, 30*time.Second, secretsNamespace, "orders-db-conn", want)
 	t.Logf("rotated password reached the claim's Secret in %s", time.Since(start).Round(time.Millisecond))
+	secretsWaitData(t, env, 5*time.Second, secretsSystem, string(xr.GetUID()), want)
+
+	// A key that disappears upstream disappears downstream.
+	framework.Eventually(t, 30*time.Second, func() error {
+		s, err := env.Kube.CoreV1().Secrets(ref["namespace"]).Get(ctx, ref["name"], metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		delete(s.Data, "attribute.administrator_login_password")
+		_, err = env.Kube.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	delete(want, "password")
+	secretsWaitData(t, env, 30*time.Second, secretsNamespace, "orders-db-conn", want)
 	secretsWaitData(t, env, 5*time.Second, secretsSystem, string(xr.GetUID()), want)
 
 	// A Composition that cannot provide a key the XRD declares.
