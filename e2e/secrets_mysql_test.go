@@ -342,6 +342,8 @@ func TestSecretsMySQL(t *testing.T) {
 		return nil
 	})
 
+	calls := secretsReportCalls(t, env, xr.GetName(), "creation", secretsCalls{})
+
 	// Rotate the server's password as its provider would.
 	server, err := secretsComposed(ctx, env, xr, "server")
 	if err != nil {
@@ -363,6 +365,7 @@ func TestSecretsMySQL(t *testing.T) {
 	secretsWaitData(t, env, 30*time.Second, secretsNamespace, "orders-db-conn", want)
 	t.Logf("rotated password reached the claim's Secret in %s", time.Since(start).Round(time.Millisecond))
 	secretsWaitData(t, env, 5*time.Second, secretsSystem, string(xr.GetUID()), want)
+	calls = secretsReportCalls(t, env, xr.GetName(), "rotation", calls)
 
 	// A key that disappears upstream disappears downstream.
 	framework.Eventually(t, 30*time.Second, func() error {
@@ -377,6 +380,7 @@ func TestSecretsMySQL(t *testing.T) {
 	delete(want, "password")
 	secretsWaitData(t, env, 30*time.Second, secretsNamespace, "orders-db-conn", want)
 	secretsWaitData(t, env, 5*time.Second, secretsSystem, string(xr.GetUID()), want)
+	secretsReportCalls(t, env, xr.GetName(), "key removal", calls)
 
 	// A Composition that cannot provide a key the XRD declares.
 	start = time.Now()
@@ -409,7 +413,6 @@ func TestSecretsMySQL(t *testing.T) {
 	})
 
 	t.Logf("missing key reported and partial claim Secret complete in %s", time.Since(start).Round(time.Millisecond))
-	secretsReportCalls(t, env, xr.GetName())
 	start = time.Now()
 
 	// Deleting the claim removes both Secrets.
@@ -434,28 +437,34 @@ func TestSecretsMySQL(t *testing.T) {
 // secretsHandled matches the secrets service's debug line per handled XR.
 var secretsHandled = regexp.MustCompile(`msg="Handled composite resource" .*name=(\S+) .*reads=(\d+) writes=(\d+)`)
 
+// secretsCalls is what the secrets service's debug log says it did for one
+// XR: handlings, API reads and API writes.
+type secretsCalls struct{ handled, reads, writes int }
+
 // secretsReportCalls logs the API requests the secrets service made for XR
-// name, from its debug log (run with LOOM_LOG_LEVEL=debug; without it there
-// is nothing to count).
-func secretsReportCalls(t *testing.T, env *framework.Env, name string) {
+// name since before (a previous return value), from its debug log (run
+// with LOOM_LOG_LEVEL=debug; without it there is nothing to count), and
+// returns the totals so far.
+func secretsReportCalls(t *testing.T, env *framework.Env, name, phase string, before secretsCalls) secretsCalls {
 	t.Helper()
 	b, err := os.ReadFile(env.Stack.LogPath("secrets-0"))
 	if err != nil {
 		t.Logf("cannot read the secrets service's log: %v", err)
-		return
+		return before
 	}
-	var handled, reads, writes int
+	var c secretsCalls
 	for _, m := range secretsHandled.FindAllStringSubmatch(string(b), -1) {
 		if m[1] != name {
 			continue
 		}
 		r, _ := strconv.Atoi(m[2])
 		w, _ := strconv.Atoi(m[3])
-		handled, reads, writes = handled+1, reads+r, writes+w
+		c = secretsCalls{c.handled + 1, c.reads + r, c.writes + w}
 	}
-	if handled == 0 {
+	if c.handled == 0 {
 		t.Logf("no debug lines of the secrets service about XR %s (set LOOM_LOG_LEVEL=debug to count its API requests)", name)
-		return
+		return c
 	}
-	t.Logf("secrets service, XR %s: %d handlings, %d API reads, %d API writes (%.1f reads per handling)", name, handled, reads, writes, float64(reads)/float64(handled))
+	t.Logf("secrets service, XR %s, %s: %d handlings, %d API reads, %d API writes", name, phase, c.handled-before.handled, c.reads-before.reads, c.writes-before.writes)
+	return c
 }
