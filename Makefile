@@ -90,6 +90,13 @@ CHAOS_CLAIMS ?= 1000
 chaos: build control-plane ## Fault injection at CHAOS_CLAIMS claims (default 1000); writes bench/results/chaos.json.
 	cd e2e && go test -timeout 60m -count=1 -tags e2e -run '^TestChaos$$' -v ./chaos -claims $(CHAOS_CLAIMS) -out $(ROOT)/bench/results/chaos.json
 
+CLUSTER_CLAIMS ?= 500
+
+.PHONY: e2e-cluster
+e2e-cluster: build control-plane ## A NATS server lost under CLUSTER_CLAIMS claims (default 500) on a three-server cluster; writes bench/results/natscluster.json.
+	cd e2e && LOOM_NATS_CLUSTER_CLAIMS=$(CLUSTER_CLAIMS) LOOM_NATS_CLUSTER_REPORT=$(ROOT)/bench/results/natscluster.json \
+	  go test -timeout 60m -count=1 -tags e2e -run '^TestNATSCluster$$' -v .
+
 .PHONY: e2e
 e2e: build control-plane ## End-to-end tests on the real local stack.
 	cd e2e && go test -timeout $(E2E_TIMEOUT) -count=1 -tags e2e ./...
