@@ -39,6 +39,15 @@
 // escalate verb, which would let it grant itself anything, so that is off
 // by default.
 //
+// Service accounts. An XRD may name a ServiceAccount (spec.serviceAccountRef);
+// the renderer then creates, updates and deletes the composed resources of
+// its XRs while impersonating it, through one client per account, kept for
+// the life of the process (kube.Impersonator), so that RBAC decides which
+// kinds those XRs may be composed of. It reads them, and writes the XRs, as
+// itself. A write the account may not make is reported on the XR's Synced
+// condition, naming the account, the verb and the resource; the XR's other
+// composed resources are still applied.
+//
 // API economy. Every write is skipped when the cluster already holds it
 // (managed-fields comparison, package apply), so re-rendering an unchanged
 // XR makes no write. A first render of an XR with three composed resources
@@ -177,7 +186,9 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	if err != nil {
 		return fmt.Errorf("cannot create clientset: %w", err)
 	}
-	client := kube.New(dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)))
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	client := kube.New(dyn, mapper)
+	imp := kube.NewImpersonator(rc, mapper)
 
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -204,7 +215,14 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource("renderer/"+rt.Config.ReplicaID)),
 		composite.NewReconciler(client, index, store,
 			composite.WithPipeline(exec), composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithSecrets(secrets),
-			composite.WithRecorder(rec), composite.WithLogger(rt.Log)),
+			composite.WithRecorder(rec), composite.WithLogger(rt.Log),
+			composite.WithImpersonation(func(user string) (composite.Client, error) {
+				c, err := imp.As(user)
+				if err != nil {
+					return nil, err
+				}
+				return c, nil
+			})),
 		resolver, rt.Log)
 	w, err := bus.NewWorker(rt.NATS, js, bus.Renderer, rt.Config.ReplicaID, h,
 		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency), bus.WithHandlerTimeout(f.handlerTimeout))

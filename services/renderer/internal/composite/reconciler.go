@@ -125,6 +125,7 @@ type Reconciler struct {
 	pipeline  Pipeline
 	watches   Watches
 	secrets   SecretReader
+	as        func(user string) (Client, error)
 	rec       event.Recorder
 	log       *slog.Logger
 
@@ -156,6 +157,16 @@ func WithWatches(w Watches) Option { return func(rc *Reconciler) { rc.watches = 
 // function pipelines. Without it, observed connection details are empty.
 func WithSecrets(s SecretReader) Option { return func(rc *Reconciler) { rc.secrets = s } }
 
+// WithImpersonation sets how the renderer acts as the ServiceAccount an XRD
+// names in spec.serviceAccountRef: as returns a Client that impersonates
+// user, and the renderer creates, updates and deletes the composed resources
+// of that XRD's XRs through it, so that RBAC decides which kinds they may
+// be composed of. Without it, an XRD that names a ServiceAccount fails its
+// XRs' renders rather than compose them with Loom's own identity.
+func WithImpersonation(as func(user string) (Client, error)) Option {
+	return func(rc *Reconciler) { rc.as = as }
+}
+
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, revs Revisions, o ...Option) *Reconciler {
 	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(16384)}
@@ -170,6 +181,12 @@ type state struct {
 	xr        *unstructured.Unstructured
 	xrd       *v1.CompositeResourceDefinition
 	machinery []string
+
+	// composer writes the composed resources: the renderer's own client,
+	// or one that impersonates the XRD's ServiceAccount (named by
+	// account, "namespace/name").
+	composer Client
+	account  string
 }
 
 func (s *state) path(fields ...string) []string {
@@ -222,12 +239,15 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 		// through their controller references.
 		return bus.Result{}, r.forget(ctx, xr.GetUID())
 	}
-	st := &state{xr: xr, xrd: xrd, machinery: strings.Split(xcrd.SpecMachineryPath(xrd.GetScope()), ".")}
+	st := &state{xr: xr, xrd: xrd, machinery: strings.Split(xcrd.SpecMachineryPath(xrd.GetScope()), "."), composer: r.client}
 	if xr.GetAnnotations()[AnnotationPaused] == "true" {
 		return bus.Result{}, r.paused(ctx, st)
 	}
-
 	sel := &selection{patch: map[string]any{}}
+	if err := r.impersonate(st); err != nil {
+		return r.fail(ctx, st, sel, nil, err)
+	}
+
 	if err := r.selectComposition(ctx, st, sel); err != nil {
 		return r.fail(ctx, st, sel, nil, fmt.Errorf("cannot select a Composition: %w", err))
 	}

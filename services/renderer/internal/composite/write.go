@@ -85,10 +85,14 @@ func (r *Reconciler) applyResources(ctx context.Context, st *state, out *rendere
 		if !change {
 			continue
 		}
-		got, err := r.client.Apply(ctx, intent)
+		got, err := st.composer.Apply(ctx, intent)
 		if err != nil {
 			c.applyErr = err
-			errs = append(errs, fmt.Errorf("cannot apply composed resource %q (%s %s): %w", c.name, c.desired.GetKind(), c.desired.GetName(), err))
+			verb := "update"
+			if c.observed == nil {
+				verb = "create"
+			}
+			errs = append(errs, writeError(st, verb, c.name, c.desired, err))
 			continue
 		}
 		if c.observed == nil {
@@ -159,8 +163,8 @@ func (r *Reconciler) garbageCollect(ctx context.Context, st *state, doomed map[s
 		if o.GetDeletionTimestamp() != nil {
 			continue
 		}
-		if err := r.client.Delete(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName(), o.GetUID()); err != nil {
-			errs = append(errs, fmt.Errorf("cannot delete composed resource %q (%s %s): %w", name, o.GetKind(), o.GetName(), err))
+		if err := st.composer.Delete(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName(), o.GetUID()); err != nil {
+			errs = append(errs, writeError(st, "delete", name, o, err))
 			continue
 		}
 		r.rec.Event(st.xr, event.TypeNormal, event.ReasonDeleteResources, "Delete",
