@@ -4,88 +4,233 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/loomxr/loom/e2e/framework"
+	"github.com/loomxr/loom/pkg/stack"
 )
 
-// secretsTap records every NATS message of the stack (any subject: work
-// streams, JetStream API, key-value buckets, dead letters) and whether any
-// of them contains one of the needles.
-type secretsTap struct {
-	needles [][]byte
+// secretsNeedles holds what must never be captured: a value, raw and
+// base64-encoded (as it is in a Secret's JSON).
+type secretsNeedles [][]byte
 
-	mu       sync.Mutex
-	messages int
-	leaks    []string
-	seen     map[string]bool
+func newSecretsNeedles(v string) secretsNeedles {
+	return secretsNeedles{[]byte(v), []byte(base64.StdEncoding.EncodeToString([]byte(v)))}
 }
 
-func (tp *secretsTap) record(m *nats.Msg) {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	tp.messages++
-	var hdr bytes.Buffer
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			fmt.Fprintf(&hdr, "%s: %s\n", k, v)
-		}
-	}
-	for _, n := range tp.needles {
-		if bytes.Contains(m.Data, n) || bytes.Contains(hdr.Bytes(), n) || bytes.Contains([]byte(m.Subject), n) {
-			tp.leaks = append(tp.leaks, m.Subject)
-		}
-	}
-	tp.seen[m.Subject] = true
-}
-
-// contains reports whether some recorded message's payload held s (for the
-// positive control).
-func (tp *secretsTap) sawSubjectWith(substr string) bool {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	for s := range tp.seen {
-		if bytes.Contains([]byte(s), []byte(substr)) {
+func (n secretsNeedles) in(b []byte) bool {
+	for _, x := range n {
+		if bytes.Contains(b, x) {
 			return true
 		}
 	}
 	return false
 }
 
+// secretsTap records every NATS message of a stack (any subject: work
+// streams, JetStream API, key-value buckets, dead letters) and which held a
+// needle.
+type secretsTap struct {
+	needles secretsNeedles
+
+	mu       sync.Mutex
+	messages int
+	leaks    []string
+	subjects map[string]bool
+}
+
+func (tp *secretsTap) record(m *nats.Msg) {
+	var hdr bytes.Buffer
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			fmt.Fprintf(&hdr, "%s: %s\n", k, v)
+		}
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	tp.messages++
+	if tp.needles.in(m.Data) || tp.needles.in(hdr.Bytes()) || tp.needles.in([]byte(m.Subject)) {
+		tp.leaks = append(tp.leaks, m.Subject)
+	}
+	tp.subjects[m.Subject] = true
+}
+
+// sawSubjectWith reports whether a message was seen on a subject containing
+// each of parts.
+func (tp *secretsTap) sawSubjectWith(parts ...string) bool {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	for s := range tp.subjects {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(s, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// secretsSpans is an OTLP/gRPC trace receiver that records every exported
+// span batch and which held a needle.
+type secretsSpans struct {
+	coltracepb.UnimplementedTraceServiceServer
+	needles secretsNeedles
+
+	mu    sync.Mutex
+	spans int
+	leaks int
+	// last start of a span per service.name.
+	latest map[string]time.Time
+}
+
+func (r *secretsSpans) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.needles.in(b) {
+		r.leaks++
+	}
+	for _, rs := range req.GetResourceSpans() {
+		service := ""
+		for _, a := range rs.GetResource().GetAttributes() {
+			if a.GetKey() == "service.name" {
+				service = a.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, sp := range ss.GetSpans() {
+				r.spans++
+				if t := time.Unix(0, int64(sp.GetStartTimeUnixNano())); t.After(r.latest[service]) {
+					r.latest[service] = t
+				}
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// startSecretsSpans serves a receiver on a free loopback port until t ends
+// and returns it with its endpoint.
+func startSecretsSpans(t *testing.T, needles secretsNeedles) (*secretsSpans, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &secretsSpans{needles: needles, latest: map[string]time.Time{}}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, r)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	return r, "http://" + l.Addr().String()
+}
+
+// startSecretsStack starts a stack of the test's own, whose processes
+// inherit the test's environment (set it first), and installs the secrets
+// tests' kinds. It stops when t ends; its state folder is kept if t failed.
+func startSecretsStack(t *testing.T) *framework.Env {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "loom-secrets-canary-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), framework.StartTimeout)
+	defer cancel()
+	s, err := stack.Start(ctx, stack.Options{StateDir: dir})
+	if err != nil {
+		t.Fatalf("cannot start a stack (state in %s): %v", dir, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("cannot stop the stack: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("stack state and logs kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	rc := rest.CopyConfig(s.RESTConfig())
+	rc.QPS, rc.Burst = 200, 400
+	env := &framework.Env{Stack: s, Config: rc}
+	if env.Kube, err = kubernetes.NewForConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	if env.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	if err := secretsInstall(t, s); err != nil {
+		t.Fatalf("cannot install the secrets tests' kinds: %v", err)
+	}
+	return env
+}
+
 // TestSecretsCanary rotates a unique secret value through the whole flow
 // (a composed resource's Secret, the XR's Secret, the claim's Secret) while
-// every bus message and every log line of every process is captured, and
-// checks that the value, raw or base64-encoded, appears in none of them,
-// nor in any Event or in the XR's and claim's status. Spans: Loom exports
-// none yet (the OpenTelemetry wiring of issue 8 is not in the services), so
-// there is nothing to capture; when it is, an in-process OTLP receiver
-// belongs here.
+// every bus message, every log line of every process (services at debug
+// level, provider, control plane, NATS) and every span the services export
+// is captured, and checks that the value, raw or base64-encoded, appears in
+// none of them, nor in any Event or in the XR's and claim's status. Each
+// capture has a positive control: it saw the secrets service's work on the
+// XR, so that an empty capture cannot pass.
+//
+// It runs on a stack of its own, started with OTLP export to an in-process
+// receiver and debug logging.
 func TestSecretsCanary(t *testing.T) {
-	env := secretsSetup(t)
-	ctx := t.Context()
-
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
 	canary := "canary-" + hex.EncodeToString(b)
-	tap := &secretsTap{
-		needles: [][]byte{[]byte(canary), []byte(base64.StdEncoding.EncodeToString([]byte(canary)))},
-		seen:    map[string]bool{},
-	}
+	needles := newSecretsNeedles(canary)
+
+	spans, endpoint := startSecretsSpans(t, needles)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+	t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	t.Setenv("LOOM_LOG_LEVEL", "debug")
+	env := startSecretsStack(t)
+	ctx := t.Context()
+
+	tap := &secretsTap{needles: needles, subjects: map[string]bool{}}
 	nc, err := nats.Connect(env.Stack.NATSURL(), nats.Name("secrets-canary-tap"))
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +247,7 @@ func TestSecretsCanary(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	secretsClaim(t, "canary-db", "")
+	secretsClaim(t, env, "canary-db", "")
 	xr := secretsBoundXR(t, env, "canary-db")
 	base := map[string]string{
 		"username": "myadmin",
@@ -117,6 +262,7 @@ func TestSecretsCanary(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref, _, _ := unstructured.NestedStringMap(server.Object, "spec", "writeConnectionSecretToRef")
+	rotation := time.Now()
 	framework.Eventually(t, 30*time.Second, func() error {
 		s, err := env.Kube.CoreV1().Secrets(ref["namespace"]).Get(ctx, ref["name"], metav1.GetOptions{})
 		if err != nil {
@@ -127,10 +273,30 @@ func TestSecretsCanary(t *testing.T) {
 		return err
 	})
 	want := map[string]string{"username": base["username"], "password": canary, "endpoint": base["endpoint"]}
-	secretsWaitData(t, env, 30*time.Second, secretsNamespace, "canary-db-conn", want)
+	claimSecret := secretsWaitData(t, env, 30*time.Second, secretsNamespace, "canary-db-conn", want)
+	// Control: the needles find the value where it belongs.
+	if b, err := json.Marshal(claimSecret); err != nil || !needles.in(b) {
+		t.Fatalf("the needles do not find the value in the claim's Secret (%v): the checks below could not fail", err)
+	}
 	secretsWaitData(t, env, 10*time.Second, secretsSystem, string(xr.GetUID()), want)
 
-	// Every message published so far has reached the tap.
+	// Spans: the rotation's handling by the secrets service is exported.
+	framework.Eventually(t, 30*time.Second, func() error {
+		spans.mu.Lock()
+		defer spans.mu.Unlock()
+		if !spans.latest["secrets"].After(rotation) {
+			return fmt.Errorf("no span of the secrets service since the rotation among %d spans (services: %v)", spans.spans, spans.latest)
+		}
+		return nil
+	})
+	spans.mu.Lock()
+	t.Logf("%d spans captured", spans.spans)
+	if spans.leaks > 0 {
+		t.Errorf("the secret value appeared in %d exported span batches", spans.leaks)
+	}
+	spans.mu.Unlock()
+
+	// Bus: every message published so far has reached the tap.
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -141,33 +307,30 @@ func TestSecretsCanary(t *testing.T) {
 	if len(leaks) > 0 {
 		t.Errorf("the secret value appeared on the bus, subjects: %v", leaks)
 	}
-	// Positive control: the tap saw the secrets service's work.
-	if !tap.sawSubjectWith(".secrets.") || !tap.sawSubjectWith(string(xr.GetUID())) {
+	if !tap.sawSubjectWith("loom.secrets.", string(xr.GetUID())) {
 		t.Errorf("the tap saw no work for the secrets service about XR %s: it cannot vouch for the bus", xr.GetUID())
 	}
 
-	// Logs of every process: services, provider, control plane, NATS.
+	// Logs of every process.
 	logs, err := filepath.Glob(filepath.Join(env.Stack.StateDir(), "logs", "*.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sawSecrets := false
+	sawHandling := false
 	for _, p := range logs {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range tap.needles {
-			if bytes.Contains(b, n) {
-				t.Errorf("the secret value appeared in log %s", p)
-			}
+		if needles.in(b) {
+			t.Errorf("the secret value appeared in log %s", p)
 		}
-		if filepath.Base(p) == "secrets-0.log" && len(b) > 0 {
-			sawSecrets = true
+		if filepath.Base(p) == "secrets-0.log" {
+			sawHandling = bytes.Contains(b, []byte(`msg="Handled composite resource"`)) && bytes.Contains(b, []byte(xr.GetName()))
 		}
 	}
-	if !sawSecrets || len(logs) < 5 {
-		t.Errorf("found %d logs, none of the secrets service: cannot vouch for the logs", len(logs))
+	if !sawHandling {
+		t.Errorf("the secrets service's log has no debug line about XR %s among %d logs: cannot vouch for the logs", xr.GetName(), len(logs))
 	}
 
 	// Events, and the status of the XR and the claim.
@@ -176,32 +339,22 @@ func TestSecretsCanary(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := []any{evs}
-	for _, o := range []struct {
-		res  string
-		ns   string
-		name string
-	}{{"xmysqlinstances", "", xr.GetName()}, {"mysqlinstances", secretsNamespace, "canary-db"}} {
-		r := env.Dynamic.Resource(secretsXRGVK.GroupVersion().WithResource(o.res))
-		var u *unstructured.Unstructured
-		if o.ns == "" {
-			u, err = r.Get(ctx, o.name, metav1.GetOptions{})
-		} else {
-			u, err = r.Namespace(o.ns).Get(ctx, o.name, metav1.GetOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
+	xrNow, err := env.Dynamic.Resource(secretsXRGVK.GroupVersion().WithResource("xmysqlinstances")).Get(ctx, xr.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	claimNow, err := env.Dynamic.Resource(secretsClaimGVK.GroupVersion().WithResource("mysqlinstances")).Namespace(secretsNamespace).Get(ctx, "canary-db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs, xrNow, claimNow)
 	for _, o := range objs {
 		b, err := json.Marshal(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range tap.needles {
-			if bytes.Contains(b, n) {
-				t.Errorf("the secret value appeared in an Event or a status (%T)", o)
-			}
+		if needles.in(b) {
+			t.Errorf("the secret value appeared in an Event or a status (%T)", o)
 		}
 	}
 }

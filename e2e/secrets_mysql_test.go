@@ -139,7 +139,8 @@ func secretsNoEndpoint(t *testing.T) string {
 	return strings.Replace(c, "name: xmysqlinstances.azure."+secretsGroup, "name: no-endpoint."+secretsGroup, 1)
 }
 
-// secretsInstalled installs the secrets tests' kinds once per package run.
+// secretsInstalled installs the secrets tests' kinds once per package run
+// on the shared stack.
 var secretsInstalled struct {
 	once sync.Once
 	err  error
@@ -151,30 +152,35 @@ var secretsInstalled struct {
 func secretsSetup(t *testing.T) *framework.Env {
 	t.Helper()
 	env := framework.StartStack(t)
-	secretsInstalled.once.Do(func() {
-		var objs []*unstructured.Unstructured
-		for _, doc := range []string{secretsRoles, secretsExample(t, "definition.yaml"), secretsExample(t, "composition.yaml"), secretsNoEndpoint(t)} {
-			o, err := stack.DecodeManifests([]byte(doc))
-			if err != nil {
-				secretsInstalled.err = err
-				return
-			}
-			objs = append(objs, o...)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
-		_, secretsInstalled.err = env.Stack.ApplyObjects(ctx, objs...)
-	})
+	secretsInstalled.once.Do(func() { secretsInstalled.err = secretsInstall(t, env.Stack) })
 	if secretsInstalled.err != nil {
 		t.Fatalf("cannot install the secrets tests' kinds: %v", secretsInstalled.err)
 	}
 	return env
 }
 
+// secretsInstall applies the roles, namespaces, XRD and Compositions of the
+// secrets tests to s.
+func secretsInstall(t *testing.T, s *stack.Stack) error {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	for _, doc := range []string{secretsRoles, secretsExample(t, "definition.yaml"), secretsExample(t, "composition.yaml"), secretsNoEndpoint(t)} {
+		o, err := stack.DecodeManifests([]byte(doc))
+		if err != nil {
+			return err
+		}
+		objs = append(objs, o...)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, err := s.ApplyObjects(ctx, objs...)
+	return err
+}
+
 // secretsClaim creates a MySQLInstance claim name in the test namespace
 // from the example, with the Composition compositionRef if not empty, and
 // returns it. The claim is deleted when t ends.
-func secretsClaim(t *testing.T, name, compositionRef string) *unstructured.Unstructured {
+func secretsClaim(t *testing.T, env *framework.Env, name, compositionRef string) *unstructured.Unstructured {
 	t.Helper()
 	doc := secretsExample(t, "claim.yaml")
 	doc = strings.Replace(doc, "name: my-db\n", "name: "+name+"\n", 1)
@@ -182,8 +188,26 @@ func secretsClaim(t *testing.T, name, compositionRef string) *unstructured.Unstr
 	if compositionRef != "" {
 		doc = strings.Replace(doc, "spec:\n", "spec:\n  compositionRef:\n    name: "+compositionRef+"\n", 1)
 	}
-	objs := framework.ApplyYAML(t, doc)
-	return objs[0]
+	objs, err := stack.DecodeManifests([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, err := env.Stack.ApplyObjects(t.Context(), objs...)
+	if err != nil {
+		t.Fatalf("cannot create claim %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := env.Resource(applied[0])
+		if err == nil {
+			err = r.Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		if err != nil && !kerrors.IsNotFound(err) {
+			t.Logf("cannot delete claim %s: %v", name, err)
+		}
+	})
+	return applied[0]
 }
 
 // secretsBoundXR waits for the claim's XR and returns it.
@@ -302,7 +326,7 @@ func TestSecretsMySQL(t *testing.T) {
 	ctx := t.Context()
 	xrs := env.Dynamic.Resource(secretsXRGVK.GroupVersion().WithResource("xmysqlinstances"))
 
-	claim := secretsClaim(t, "orders-db", "")
+	claim := secretsClaim(t, env, "orders-db", "")
 	xr := secretsBoundXR(t, env, "orders-db")
 	want := map[string]string{
 		"username": "myadmin",
@@ -384,7 +408,7 @@ func TestSecretsMySQL(t *testing.T) {
 
 	// A Composition that cannot provide a key the XRD declares.
 	start = time.Now()
-	secretsClaim(t, "billing-db", "no-endpoint."+secretsGroup)
+	secretsClaim(t, env, "billing-db", "no-endpoint."+secretsGroup)
 	billing := secretsBoundXR(t, env, "billing-db")
 	framework.Eventually(t, 2*time.Minute, func() error {
 		o, err := xrs.Get(ctx, billing.GetName(), metav1.GetOptions{})
@@ -462,6 +486,9 @@ func secretsReportCalls(t *testing.T, env *framework.Env, name, phase string, be
 		c = secretsCalls{c.handled + 1, c.reads + r, c.writes + w}
 	}
 	if c.handled == 0 {
+		if before.handled == 0 && phase != "creation" {
+			return c
+		}
 		t.Logf("no debug lines of the secrets service about XR %s (set LOOM_LOG_LEVEL=debug to count its API requests)", name)
 		return c
 	}
