@@ -1,6 +1,12 @@
 // Command binder is Loom's binder service: it binds claims to composite resources and resolves references between composed resources.
 // main only wires the shared runtime (pkg/service); behaviour lives in
 // internal/.
+//
+// An XRD may name a ServiceAccount (spec.serviceAccountRef): the binder then
+// writes the resolved references of its XRs' composed resources while
+// impersonating that account (object.Impersonator, one client per account),
+// so RBAC decides what may be written; it reads, and writes claims and XRs,
+// as itself.
 package main
 
 import (
@@ -103,6 +109,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
 	c := object.New(dyn, md, mapper, claim.FieldManager)
+	imp := object.NewImpersonator(rc, mapper, claim.FieldManager)
 
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -116,7 +123,14 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	pub := bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithSource("binder/"+rt.Config.ReplicaID))
 	h := route.NewHandler(defs,
 		claim.NewReconciler(c, defs, claim.WithLogger(rt.Log), claim.WithRecorder(rec)),
-		reference.NewReconciler(c, rules, reference.WithLogger(rt.Log), reference.WithRecorder(rec), reference.WithExternalPoll(f.externalPoll)),
+		reference.NewReconciler(c, rules, reference.WithLogger(rt.Log), reference.WithRecorder(rec), reference.WithExternalPoll(f.externalPoll),
+			reference.WithImpersonation(defs, func(user string) (reference.Writer, error) {
+				w, err := imp.As(user)
+				if err != nil {
+					return nil, err
+				}
+				return w, nil
+			})),
 		reference.NewFanOut(rules, c, pub, bus.Binder),
 		rt.Log,
 	)

@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/services/binder/internal/apply"
@@ -75,6 +76,16 @@ type Client interface {
 	ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error)
 }
 
+// A Writer server-side applies composed resources.
+type Writer interface {
+	Apply(ctx context.Context, intent *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error)
+}
+
+// Definitions finds the XRD that defines a kind of XR (nil if none does).
+type Definitions interface {
+	ForComposite(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error)
+}
+
 // A Result says whether and when to reconcile an XR again.
 type Result struct {
 	RequeueAfter time.Duration
@@ -98,6 +109,15 @@ func WithClock(now func() time.Time) Option { return func(r *Reconciler) { r.now
 // changes do not reach the binder (default 30s).
 func WithExternalPoll(d time.Duration) Option { return func(r *Reconciler) { r.externalPoll = d } }
 
+// WithImpersonation makes the reconciler write the resolved references of
+// composed resources whose XR's XRD names a ServiceAccount
+// (spec.serviceAccountRef) as that account: as returns a Writer that
+// impersonates user. Without it no XRD is looked up and every write is the
+// binder's own; the binder's main always sets it.
+func WithImpersonation(defs Definitions, as func(user string) (Writer, error)) Option {
+	return func(r *Reconciler) { r.defs, r.as = defs, as }
+}
+
 // A Reconciler resolves the references of one XR's composed resources at a
 // time. It is safe for concurrent use on different XRs.
 type Reconciler struct {
@@ -107,6 +127,8 @@ type Reconciler struct {
 	record       event.Recorder
 	now          func() time.Time
 	externalPoll time.Duration
+	defs         Definitions
+	as           func(user string) (Writer, error)
 }
 
 // NewReconciler returns a Reconciler that reads and writes through c and
@@ -189,6 +211,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		return Result{}, nil
 	}
 
+	var writer Writer = r.client
+	account, err := r.account(ctx, gvk)
+	if err != nil {
+		return Result{}, err
+	}
+	if account != nil {
+		if writer, err = r.impersonate(account); err != nil {
+			return Result{}, err
+		}
+	}
+
 	w := newWorld(r.client, xr)
 	governed := 0
 	var problems []Problem
@@ -232,7 +265,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		if !changed {
 			continue
 		}
-		if _, err := r.client.Apply(ctx, intent, false); err != nil {
+		if _, err := writer.Apply(ctx, intent, false); err != nil {
+			if account != nil && kerrors.IsForbidden(err) {
+				// The XRD's ServiceAccount may not: whoever owns its RBAC
+				// must act.
+				problems = append(problems, Problem{Resource: describe(obj), Field: "references",
+					Message: forbidden(account, obj, err), Error: true})
+				continue
+			}
 			if kerrors.IsConflict(err) || kerrors.IsInvalid(err) || kerrors.IsBadRequest(err) {
 				// Another field manager owns one of the fields, or the
 				// resource's schema has no such field: a user must fix
