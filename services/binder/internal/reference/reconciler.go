@@ -56,8 +56,8 @@ const (
 	// composed resource resolved.
 	TypeReferencesResolved common.ConditionType = "ReferencesResolved"
 
-	ReasonResolved    common.ConditionReason = "Resolved"
-	ReasonWaiting     common.ConditionReason = "WaitingForReferences"
+	ReasonResolved     common.ConditionReason = "Resolved"
+	ReasonWaiting      common.ConditionReason = "WaitingForReferences"
 	ReasonUnresolvable common.ConditionReason = "ReferenceError"
 
 	// EventReason is the reason of events about references.
