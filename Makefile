@@ -63,11 +63,12 @@ run: build control-plane ## Start the local stack with the examples, in the fore
 	$(BIN)/loomctl dev up
 
 .PHONY: test
-test: unit fuzz e2e ## Everything CI runs.
+test: unit fuzz e2e chart-test ## Everything CI runs.
 
 .PHONY: unit
 unit: build control-plane ## Unit and integration tests of every module, with the race detector (some run on the real control plane).
-	@for m in $(MODULES); do echo "=== go test $$m"; (cd $$m && go test -race -timeout $(UNIT_TIMEOUT) ./...); done
+	@failed=""; for m in $(MODULES); do echo "=== go test $$m"; (cd $$m && go test -race -timeout $(UNIT_TIMEOUT) ./...) || failed="$$failed $$m"; done; \
+	  if [ -n "$$failed" ]; then echo "unit tests failed in:$$failed"; exit 1; fi
 
 # Every fuzz target (func FuzzX in a _test.go file of a go.work module) runs
 # for FUZZTIME from its committed seeds (f.Add, testdata/fuzz/FuzzX).
@@ -115,6 +116,39 @@ bench: build control-plane ## Scale benchmark: N claims to Ready; writes bench/r
 .PHONY: bench-bus
 bench-bus: ## Event bus on an embedded NATS server, 3 worker replicas: prints {"events_per_s","p50_ms","p99_ms","overlaps"}.
 	@cd e2e && go run ./busbench
+
+# The Helm chart, linted, rendered and tested with Helm built from the Go
+# module proxy (tools/helm, a module outside go.work) into .cache/tools/helm.
+HELM         := $(TOOLS)/helm
+HELM_VERSION := $(shell awk '$$1 == "require" && $$2 == "helm.sh/helm/v4" {print $$3}' tools/helm/go.mod)
+CHART        := deploy/helm/loom
+$(HELM): tools/helm/go.mod tools/helm/go.sum
+	@mkdir -p $(TOOLS)
+	@echo "building helm $(HELM_VERSION) into $(TOOLS) (first time only, a few minutes)"
+	cd tools/helm && GOWORK=off go build -ldflags '-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' -o $@.tmp helm.sh/helm/v4/cmd/helm
+	@mv $@.tmp $@
+
+.PHONY: chart-test
+chart-test: $(HELM) control-plane ## Helm chart: lint --strict, template with default and production values, template tests, server-side dry run.
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) -f $(CHART)/values-production.yaml
+	$(HELM) template loom $(CHART) --namespace loom-system >/dev/null
+	$(HELM) template loom $(CHART) --namespace loom-system -f $(CHART)/values-production.yaml >/dev/null
+	cd e2e && LOOM_HELM=$(HELM) go test -timeout 15m -count=1 -tags e2e -run '^TestChart' .
+
+# Container images, one per service, from deploy/docker/Dockerfile (a static
+# binary on distroless, non-root). Needs a container builder: Docker with
+# BuildKit, or CONTAINER_TOOL=podman.
+CONTAINER_TOOL ?= docker
+IMAGE_REPO     ?= ghcr.io/loomxr/loom
+IMAGE_TAG      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+.PHONY: images
+images: ## Build the services' images $(IMAGE_REPO)-<service>:$(IMAGE_TAG) with $(CONTAINER_TOOL).
+	@command -v $(CONTAINER_TOOL) >/dev/null || { echo "make images needs a container builder: $(CONTAINER_TOOL) not found (set CONTAINER_TOOL=podman, for example)"; exit 1; }
+	@for s in $(SERVICES); do \
+		echo "=== $(IMAGE_REPO)-$$s:$(IMAGE_TAG)"; \
+		$(CONTAINER_TOOL) build -f deploy/docker/Dockerfile --build-arg SERVICE=$$s -t $(IMAGE_REPO)-$$s:$(IMAGE_TAG) . ; \
+	done
 
 .PHONY: generate
 generate: generate-proto generate-apis ## Regenerate committed generated code.

@@ -35,7 +35,9 @@ func TestStartFailsCleanly(t *testing.T) {
 
 func TestStartMissingService(t *testing.T) {
 	root := t.TempDir()
-	_, err := Start(t.Context(), Options{RepoRoot: root, StateDir: filepath.Join(root, "state"), Services: []string{"renderer"}, Log: io.Discard})
+	// BinDir is set explicitly: the default comes from $LOOM_BIN_DIR, which
+	// the Makefile points at the real binaries.
+	_, err := Start(t.Context(), Options{RepoRoot: root, StateDir: filepath.Join(root, "state"), BinDir: filepath.Join(root, "bin"), Services: []string{"renderer"}, Log: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "make build") {
 		t.Errorf("Start without service binaries: got %v, want an error naming make build", err)
 	}
