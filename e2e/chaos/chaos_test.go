@@ -56,8 +56,13 @@ type Report struct {
 	NATSRestarts      int `json:"nats_restarts"`
 	APIServerRestarts int `json:"apiserver_restarts"`
 	// SecondsToConverge is from the first claim's creation until every
-	// invariant held with every fault done.
+	// invariant held with every fault done; when Converged is false, until
+	// the run gave up.
 	SecondsToConverge float64 `json:"seconds_to_converge"`
+	Converged         bool    `json:"converged"`
+	// SecondsToClaimsReady is from the first claim's creation until every
+	// claim was first seen Ready (Secrets may still be missing then).
+	SecondsToClaimsReady float64 `json:"seconds_to_claims_ready"`
 	// Replicas is the replica count of each Loom service.
 	Replicas int `json:"replicas"`
 	// ComposedResources and XRs are the totals seen at the end.
@@ -161,9 +166,12 @@ func TestChaos(t *testing.T) {
 		obs, probs, err := observe(ctx, s, kube, dyn, n)
 		if err == nil {
 			last, problems = obs, probs
+			if rep.SecondsToClaimsReady == 0 && obs.ClaimsReady == n {
+				rep.SecondsToClaimsReady = time.Since(start).Seconds()
+			}
 		}
 		if err == nil && len(problems) == 0 {
-			rep.SecondsToConverge = time.Since(start).Seconds()
+			rep.Converged = true
 			break
 		}
 		if time.Since(lastLog) > 15*time.Second {
@@ -180,6 +188,7 @@ func TestChaos(t *testing.T) {
 		case <-time.After(2 * time.Second):
 		}
 	}
+	rep.SecondsToConverge = time.Since(start).Seconds()
 	close(stopKills)
 	wg.Wait()
 
@@ -191,7 +200,7 @@ func TestChaos(t *testing.T) {
 	}
 	final.Kills = int(kills.Load())
 	final.NATSRestarts, final.APIServerRestarts = rep.NATSRestarts, rep.APIServerRestarts
-	final.SecondsToConverge = rep.SecondsToConverge
+	final.SecondsToConverge, final.Converged, final.SecondsToClaimsReady = rep.SecondsToConverge, rep.Converged, rep.SecondsToClaimsReady
 	final.Replicas = replicas
 	b, err := json.MarshalIndent(final, "", "  ")
 	if err != nil {
@@ -206,7 +215,7 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rep.SecondsToConverge == 0 {
+	if !rep.Converged {
 		t.Errorf("not converged within %s: %d problems%s", *flagConverge, len(finalProblems), firstProblems(finalProblems, 20))
 	}
 	var errs []error
