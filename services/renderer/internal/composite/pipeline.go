@@ -74,6 +74,7 @@ func (r *Reconciler) renderPipeline(ctx context.Context, st *state, spec *v1.Com
 		obs := observed[name]
 		c := composed{name: name, observed: obs}
 		u := &unstructured.Unstructured{Object: d.Object}
+		c.namespace = u.GetNamespace()
 		if u.GetAPIVersion() == "" || u.GetKind() == "" {
 			c.err = fmt.Errorf("%w: desired composed resource %q has no apiVersion or kind", errInvalidSpec, name)
 		} else if err := setComposedMetadata(u, st.xr, obs, name); err != nil {

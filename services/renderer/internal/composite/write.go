@@ -39,7 +39,9 @@ func (r *Reconciler) patchSpec(ctx context.Context, st *state, sel *selection) e
 
 // checkScope refuses a render of a Namespaced XR that composes a
 // cluster-scoped kind or writes to another namespace, before anything is
-// written.
+// written, the XR's resourceRefs included. A template or function that names
+// another namespace is refused rather than silently moved into the XR's:
+// the author meant something the XR may not do.
 func (r *Reconciler) checkScope(st *state, out *rendered) error {
 	if !st.namespaced() {
 		return nil
@@ -57,6 +59,10 @@ func (r *Reconciler) checkScope(st *state, out *rendered) error {
 		switch {
 		case !ns:
 			errs = append(errs, fmt.Errorf("composed resource %q: %s is cluster scoped, and a Namespaced composite resource may compose only namespaced resources", c.name, gvk.Kind))
+		case c.namespace == patchedNamespace:
+			errs = append(errs, fmt.Errorf("composed resource %q: a patch writes metadata.namespace, and a Namespaced composite resource may compose only into its own namespace", c.name))
+		case c.namespace != "" && c.namespace != st.xr.GetNamespace():
+			errs = append(errs, fmt.Errorf("composed resource %q: namespace %q is not the composite resource's namespace %q, and a Namespaced composite resource may compose only into its own", c.name, c.namespace, st.xr.GetNamespace()))
 		case c.desired.GetNamespace() != st.xr.GetNamespace():
 			errs = append(errs, fmt.Errorf("composed resource %q: namespace %q is not the composite resource's namespace %q", c.name, c.desired.GetNamespace(), st.xr.GetNamespace()))
 		}

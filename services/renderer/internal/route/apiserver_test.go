@@ -823,7 +823,6 @@ spec:
     base:
       apiVersion: v1
       kind: ConfigMap
-      metadata: {namespace: elsewhere}
       data: {greeting: hello}
     patches:
     - fromFieldPath: spec.greeting
@@ -888,6 +887,42 @@ spec:
 		t.Errorf("Synced message %q does not say the kind is cluster scoped", msg)
 	}
 	if refs, _, _ := unstructured.NestedSlice(other.Object, "spec", "crossplane", "resourceRefs"); len(refs) != 0 {
+		t.Errorf("resourceRefs %v of a refused render, want none", refs)
+	}
+
+	// A template that names another namespace is refused, not moved into
+	// the XR's, and nothing is composed.
+	elsewhere := e.apply(`
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: xapps-elsewhere}
+spec:
+  compositeTypeRef: {apiVersion: it.loom.dev/v1alpha1, kind: XApp}
+  resources:
+  - name: config
+    base: {apiVersion: v1, kind: ConfigMap, metadata: {namespace: elsewhere}}
+    readinessChecks:
+    - type: None
+`)
+	if _, err, _ := e.handle(elsewhere, nil); err != nil {
+		t.Fatal(err)
+	}
+	moved := e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XApp
+metadata: {name: moved, namespace: team-a}
+spec:
+  crossplane:
+    compositionRef: {name: xapps-elsewhere}
+`)
+	if _, err, _ := e.handle(moved, nil); !bus.IsPermanent(err) {
+		t.Errorf("render into another namespace for a Namespaced XR returned %v, want a permanent error", err)
+	}
+	moved = e.mustGet(moved.GroupVersionKind(), "team-a", "moved")
+	if msg := conditionMessage(moved, "Synced"); !strings.Contains(msg, `composed resource "config": namespace "elsewhere" is not the composite resource's namespace "team-a"`) {
+		t.Errorf("Synced message %q does not name the template and the namespace", msg)
+	}
+	if refs, _, _ := unstructured.NestedSlice(moved.Object, "spec", "crossplane", "resourceRefs"); len(refs) != 0 {
 		t.Errorf("resourceRefs %v of a refused render, want none", refs)
 	}
 }
