@@ -158,7 +158,7 @@ func startSecretsSpans(t *testing.T, needles secretsNeedles) (*secretsSpans, str
 // startSecretsStack starts a stack of the test's own, whose processes
 // inherit the test's environment (set it first), and installs the secrets
 // tests' kinds. It stops when t ends; its state folder is kept if t failed.
-func startSecretsStack(t *testing.T) *framework.Env {
+func startSecretsStack(t *testing.T, replicas map[string]int) *framework.Env {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "loom-secrets-canary-")
 	if err != nil {
@@ -166,7 +166,7 @@ func startSecretsStack(t *testing.T) *framework.Env {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), framework.StartTimeout)
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{StateDir: dir})
+	s, err := stack.Start(ctx, stack.Options{StateDir: dir, Replicas: replicas})
 	if err != nil {
 		t.Fatalf("cannot start a stack (state in %s): %v", dir, err)
 	}
@@ -227,7 +227,7 @@ func TestSecretsCanary(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
 	t.Setenv("LOOM_LOG_LEVEL", "debug")
-	env := startSecretsStack(t)
+	env := startSecretsStack(t, nil)
 	ctx := t.Context()
 
 	tap := &secretsTap{needles: needles, subjects: map[string]bool{}}
