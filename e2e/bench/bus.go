@@ -20,8 +20,9 @@ type busReading struct {
 	// dropped are not counted.
 	Published map[string]uint64
 	// Pending is how many messages wait in the streams or are delivered
-	// and not yet acknowledged.
-	Pending uint64
+	// and not yet acknowledged; PendingByStream per stream.
+	Pending         uint64
+	PendingByStream map[string]uint64
 }
 
 // busStats reads Loom's work streams.
@@ -47,7 +48,7 @@ func (b *busStats) close() { b.nc.Close() }
 
 // read returns the current state of every work stream that exists.
 func (b *busStats) read(ctx context.Context) (busReading, error) {
-	r := busReading{Published: map[string]uint64{}}
+	r := busReading{Published: map[string]uint64{}, PendingByStream: map[string]uint64{}}
 	for _, svc := range bus.Services {
 		name := bus.StreamName(svc)
 		s, err := b.js.Stream(ctx, name)
@@ -65,6 +66,7 @@ func (b *busStats) read(ctx context.Context) (busReading, error) {
 		// Work-queue streams drop acknowledged messages, so what is
 		// stored is what is not done yet (waiting, delayed or in flight).
 		r.Pending += info.State.Msgs
+		r.PendingByStream[name] = info.State.Msgs
 	}
 	return r, nil
 }

@@ -165,7 +165,9 @@ func (r *run) claims(ctx context.Context) error {
 	r.res.CreatesPerS = round(float64(n)/createdAll.Sub(m.start).Seconds(), 1)
 	r.logf("created %d claims in %s (%.0f/s)", n, createdAll.Sub(m.start).Round(time.Millisecond), r.res.CreatesPerS)
 
-	// Wait until every claim is Ready, reporting progress.
+	// Wait until every claim is Ready, reporting progress and the bus's
+	// backlog, which shows which service the work queues up for.
+	r.res.BusMaxPending = map[string]uint64{}
 	timeout := time.NewTimer(r.cfg.ReadyTimeout)
 	defer timeout.Stop()
 	tick := time.NewTicker(5 * time.Second)
@@ -180,7 +182,17 @@ wait:
 				return err
 			}
 		case <-tick.C:
-			r.logf("%d/%d claims Ready, %d XRs, %d composed resources", claimT.count(), n, xrT.count(), nopT.count())
+			backlog := ""
+			if b, err := r.bus.read(ctx); err == nil {
+				for _, name := range sortedKeys(b.PendingByStream) {
+					v := b.PendingByStream[name]
+					backlog += fmt.Sprintf(" %s=%d", name, v)
+					if v > r.res.BusMaxPending[name] {
+						r.res.BusMaxPending[name] = v
+					}
+				}
+			}
+			r.logf("%d/%d claims Ready, %d XRs, %d composed resources; bus backlog%s", claimT.count(), n, xrT.count(), nopT.count(), backlog)
 		case <-timeout.C:
 			r.res.ClaimsReady = claimT.count()
 			return fmt.Errorf("only %d of %d claims were Ready after %s; %s", claimT.count(), n, r.cfg.ReadyTimeout, r.diagnose(ctx, claimT))

@@ -141,6 +141,9 @@ type Result struct {
 	// claim (deduplicated publishes not counted); BusMsgsByStream in total.
 	BusMsgsPerClaim float64           `json:"bus_msgs_per_claim"`
 	BusMsgsByStream map[string]uint64 `json:"bus_msgs_by_stream"`
+	// BusMaxPending is the largest backlog of each work stream seen while
+	// waiting for the claims (sampled every 5 s): where the work queued.
+	BusMaxPending map[string]uint64 `json:"bus_max_pending"`
 
 	// ResyncAPIWrites are the writes of Loom and the provider caused by a
 	// full resync (the watcher restarted) once every claim was Ready; it
@@ -148,6 +151,11 @@ type Result struct {
 	// on the bus (0 would make the check vacuous).
 	ResyncAPIWrites         float64            `json:"resync_api_writes"`
 	ResyncAPIWritesByClient map[string]float64 `json:"resync_api_writes_by_client,omitempty"`
+	// ResyncEventSeriesWrites are patches of Events during the resync
+	// while no Event occurred: client-go's broadcaster closing a series
+	// on its own timer. They are listed by client but not counted in
+	// ResyncAPIWrites.
+	ResyncEventSeriesWrites float64            `json:"resync_event_series_writes,omitempty"`
 	ResyncAPIReads          float64            `json:"resync_api_reads"`
 	ResyncAPIReadsByClient  map[string]float64 `json:"resync_api_reads_by_client,omitempty"`
 	ResyncEventsPublished   uint64             `json:"resync_events_published"`
