@@ -31,6 +31,7 @@
 //	func (s *Stack) AdminKubeconfig() string
 //	func (s *Stack) RESTConfig() *rest.Config
 //	func (s *Stack) NATSURL() string
+//	func (s *Stack) ServiceNATSURL(service string) string
 //	func (s *Stack) ServiceKubeconfig(service string) string
 //	func (s *Stack) StateDir() string
 //	func (s *Stack) LogPath(process string) string
@@ -59,7 +60,8 @@
 //	    --health-addr=127.0.0.1:<port>
 //
 // with LOOM_BUS_REPLICAS in its environment (the replica count of Loom's
-// JetStream objects: 1, or 3 on a NATS cluster).
+// JetStream objects: 1, or 3 on a NATS cluster), and LOOM_NATS_USER and
+// LOOM_NATS_PASSWORD: its own NATS user.
 //
 // # NATS
 //
@@ -69,6 +71,14 @@
 // lists every server, comma-separated. KillNATSServer and StartNATSServer
 // take one server away and bring it back (same ports, same store);
 // RestartNATS restarts them all.
+//
+// The servers enforce the same authorization as production (pkg/natsauth):
+// each process runs as its own user, loom-<name>, allowed only its
+// service's subjects (a process that is not a Loom service may connect and
+// nothing more), so the end-to-end tests prove those permissions suffice.
+// Passwords are random per stack. NATSURL and NATSURLs carry the user
+// loom-admin, who may do anything (tests, loomctl); ServiceNATSURL carries a
+// service's own user, to test what it may not do.
 //
 // and considers a replica started once GET http://<health-addr>/readyz
 // answers 200. pkg/service implements that contract for every main. A

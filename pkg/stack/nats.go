@@ -37,6 +37,14 @@ type natsCluster struct {
 // JetStream cluster named loom-local; their route ports are picked before
 // the first starts, since each server must know every route.
 func (s *Stack) startNATS(ctx context.Context) error {
+	// Every process of Options.Services gets its own NATS user.
+	auth, err := newNATSAuth(s.opts.Services)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.natsAuth = auth
+	s.mu.Unlock()
 	n := max(s.opts.NATSServers, 1)
 	c := &natsCluster{}
 	var routes []*url.URL
@@ -73,6 +81,10 @@ func (s *Stack) startNATS(ctx context.Context) error {
 			opts.LogFile = filepath.Join(s.opts.StateDir, "logs", fmt.Sprintf("nats-%d.log", i))
 			opts.Cluster = server.ClusterOpts{Name: natsClusterName, Host: "127.0.0.1", Port: routePorts[i]}
 			opts.Routes = routes
+		}
+		if err := s.natsAuth.authorize(opts); err != nil {
+			c.stop()
+			return err
 		}
 		if err := os.MkdirAll(opts.StoreDir, 0o755); err != nil {
 			c.stop()
@@ -228,15 +240,20 @@ func (s *Stack) StartNATSServer(ctx context.Context, i int) error {
 }
 
 // NATSURLs returns the client URL of every embedded NATS server, in a fixed
-// order (the index KillNATSServer takes); nil if the stack is not running.
-// The URLs stay the same across restarts.
+// order (the index KillNATSServer takes), with the administrator's
+// credentials as in NATSURL; nil if the stack is not running. The URLs stay
+// the same across restarts.
 func (s *Stack) NATSURLs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.nats == nil {
 		return nil
 	}
-	return s.nats.urls()
+	urls := s.nats.urls()
+	for i, u := range urls {
+		urls[i] = withUserInfo(u, s.natsAuth.admin)
+	}
+	return urls
 }
 
 // NATSServerName returns the name of embedded NATS server i, as JetStream

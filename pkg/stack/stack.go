@@ -27,6 +27,7 @@ type Stack struct {
 	mu       sync.Mutex
 	cp       *controlPlane // nil when running against an existing cluster
 	nats     *natsCluster
+	natsAuth *natsAuth
 	rc       *rest.Config
 	adminKC  string
 	services map[string][]*process // by service name, index = replica
@@ -176,13 +177,14 @@ func (s *Stack) startServices(ctx context.Context) error {
 				Path: filepath.Join(s.opts.BinDir, svc),
 				Args: []string{
 					"--kubeconfig=" + s.ServiceKubeconfig(svc),
-					"--nats-url=" + s.NATSURL(),
+					"--nats-url=" + s.serviceNATSURL(),
 					"--replica-id=" + name,
 					"--health-addr=" + addr,
 				},
 				// The services' --bus-replicas default; the test provider
-				// ignores it (it takes no such flag).
-				Env:     []string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())},
+				// ignores it (it takes no such flag). Each process has its own
+				// NATS user.
+				Env:     append([]string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())}, s.natsAuth.env(svc)...),
 				Echo:    s.opts.ServiceLog,
 				Restart: true,
 			})
@@ -349,13 +351,24 @@ func (s *Stack) RESTConfig() *rest.Config {
 
 // NATSURL returns the URL of the embedded NATS server, or on a cluster the
 // URLs of every server, comma-separated (as nats.Connect and the services'
-// --nats-url accept them). It stays the same across restarts.
+// --nats-url accept them), with the user name and password of the NATS
+// administrator (natsauth.AdminUser), who may do anything. It stays the same
+// across restarts. The services connect as their own users
+// (ServiceNATSURL).
 func (s *Stack) NATSURL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.nats == nil {
 		return ""
 	}
+	return withUserInfo(s.nats.url(), s.natsAuth.admin)
+}
+
+// serviceNATSURL is the NATS URL(s) without credentials, for the services'
+// --nats-url; their credentials come from the environment.
+func (s *Stack) serviceNATSURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.nats.url()
 }
 
@@ -417,7 +430,8 @@ func (s *Stack) writeInfo() error {
 		return fmt.Errorf("cannot encode stack info: %w", err)
 	}
 	p := filepath.Join(s.opts.StateDir, infoFile)
-	if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o644); err != nil {
+	// Readable by its owner only: the NATS URL carries the admin's password.
+	if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("cannot write %s: %w", p, err)
 	}
 	if err := os.Rename(p+".tmp", p); err != nil {
