@@ -227,6 +227,9 @@ wait:
 	}
 	m.quiet = quiet.at
 	stopObs()
+	if r.res.PeriodicResyncsDuringRun = r.periodicResyncs(m.start, m.quiet); r.res.PeriodicResyncsDuringRun > 0 {
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("the watcher published %d periodic full resyncs during the run; their events and reads are in the per-claim figures", r.res.PeriodicResyncsDuringRun))
+	}
 
 	// Requests from the API server's counters.
 	runReqs := ready.reqs.sub(before.reqs)

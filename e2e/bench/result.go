@@ -144,6 +144,10 @@ type Result struct {
 	// BusMaxPending is the largest backlog of each work stream seen while
 	// waiting for the claims (sampled every 5 s): where the work queued.
 	BusMaxPending map[string]uint64 `json:"bus_max_pending"`
+	// PeriodicResyncsDuringRun counts the watcher's periodic full resyncs
+	// (every 10 minutes ± 20 % by default) between the first create and
+	// the quiet after the last Ready; each adds events and reads.
+	PeriodicResyncsDuringRun int `json:"periodic_resyncs_during_run"`
 
 	// ResyncAPIWrites are the writes of Loom and the provider caused by a
 	// full resync (the watcher restarted) once every claim was Ready; it

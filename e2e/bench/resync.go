@@ -115,3 +115,30 @@ func (r *run) eventsSince(ctx context.Context, t time.Time) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
+
+// periodicResyncs counts the full resyncs the watcher replicas published
+// (log lines msg="resync published") between from and to.
+func (r *run) periodicResyncs(from, to time.Time) int {
+	n := 0
+	for i := 0; i < replicasOf(r.cfg.Replicas, "watcher"); i++ {
+		b, err := os.ReadFile(r.s.LogPath(fmt.Sprintf("watcher-%d", i)))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if !strings.Contains(line, `msg="resync published"`) {
+				continue
+			}
+			ts, ok := strings.CutPrefix(line, "time=")
+			if !ok {
+				continue
+			}
+			ts, _, _ = strings.Cut(ts, " ")
+			t, err := time.Parse(time.RFC3339Nano, ts)
+			if err == nil && !t.Before(from) && t.Before(to) {
+				n++
+			}
+		}
+	}
+	return n
+}
