@@ -37,6 +37,7 @@
 //	func (s *Stack) LogPath(process string) string
 //	func (s *Stack) KillService(service string, replica int) error
 //	func (s *Stack) ServicePID(service string, replica int) int
+//	func (s *Stack) ServiceHealthAddr(service string, replica int) string
 //	func (s *Stack) RestartNATS(ctx context.Context) error
 //	func (s *Stack) RestartAPIServer(ctx context.Context) error
 //	func (s *Stack) Apply(ctx context.Context, paths ...string) ([]*unstructured.Unstructured, error)

@@ -105,6 +105,11 @@ type Options struct {
 	// cluster loses its quorum with either server.
 	NATSServers int
 
+	// Env is added to the environment of every service replica (after the
+	// stack's own variables, so it may override them), for example
+	// OTEL_EXPORTER_OTLP_ENDPOINT to collect the services' traces.
+	Env []string
+
 	// APIServerArgs are extra kube-apiserver flags, appended after the
 	// stack's own (for a repeated flag the last one wins), for example an
 	// audit policy for a benchmark that attributes requests to clients.

@@ -184,7 +184,7 @@ func (s *Stack) startServices(ctx context.Context) error {
 				// The services' --bus-replicas default; the test provider
 				// ignores it (it takes no such flag). Each process has its own
 				// NATS user.
-				Env:     append([]string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())}, s.natsAuth.env(svc)...),
+				Env:     append(append([]string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())}, s.natsAuth.env(svc)...), s.opts.Env...),
 				Echo:    s.opts.ServiceLog,
 				Restart: true,
 			})
@@ -328,6 +328,24 @@ func (s *Stack) ServicePID(service string, replica int) int {
 		return 0
 	}
 	return reps[replica].pid()
+}
+
+// ServiceHealthAddr returns the address (host:port) where the given replica
+// of service serves /healthz, /readyz and /metrics, or "" if there is no
+// such replica.
+func (s *Stack) ServiceHealthAddr(service string, replica int) string {
+	s.mu.Lock()
+	reps := s.services[service]
+	s.mu.Unlock()
+	if replica < 0 || replica >= len(reps) {
+		return ""
+	}
+	for _, a := range reps[replica].spec.Args {
+		if addr, ok := strings.CutPrefix(a, "--health-addr="); ok {
+			return addr
+		}
+	}
+	return ""
 }
 
 // AdminKubeconfig returns the path of a kubeconfig with cluster-admin
