@@ -70,7 +70,8 @@ type Config struct {
 	// <RepoRoot>/bench/results/tmp.
 	StateDir  string
 	KeepState bool
-	// ReadyTimeout bounds the wait for every claim to be Ready. Default 20m.
+	// ReadyTimeout bounds the wait for every claim to be Ready. Default
+	// 10 minutes plus a second per claim.
 	ReadyTimeout time.Duration
 	// Quiet is how long API writes must stay unchanged, with the bus
 	// drained, for the system to count as quiet. Default 3s.
@@ -92,7 +93,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Ceiling = 20 * time.Second
 	}
 	if c.ReadyTimeout <= 0 {
-		c.ReadyTimeout = 20 * time.Minute
+		c.ReadyTimeout = 10*time.Minute + time.Duration(c.Claims)*time.Second
 	}
 	if c.Quiet <= 0 {
 		c.Quiet = 3 * time.Second

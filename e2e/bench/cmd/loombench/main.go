@@ -42,7 +42,7 @@ func run() error {
 		replicas = flag.String("replicas", "", "replicas of services for a single run, for example renderer=2,binder=2")
 		svcFlags = flag.String("service-flags", "", `extra flags of services for experiments, for example "binder=--kube-qps=500 --kube-burst=1000;secrets=--kube-qps=500"`)
 		noAudit  = flag.Bool("no-audit", false, "run the API server without an audit log (requests attributed from its counters only)")
-		timeout  = flag.Duration("timeout", 20*time.Minute, "how long to wait for every claim to be Ready")
+		timeout  = flag.Duration("timeout", 0, "how long to wait for every claim to be Ready (default 10m plus 1s per claim)")
 		keep     = flag.Bool("keep", false, "keep the stack's state folder (logs, audit log)")
 		out      = flag.String("out", "", "results file (default <repo>/bench/results/latest.json)")
 		md       = flag.String("md", "", `Markdown file to append rows to (default <repo>/BENCHMARKS.md; "-" for none)`)
