@@ -133,32 +133,42 @@ func (r *run) claims(ctx context.Context) error {
 	errs := make(chan error, r.cfg.Creators)
 	for range r.cfg.Creators {
 		go func() {
+			// A creator that fails keeps draining next, so that the
+			// feeder never blocks; the first error is returned.
+			var first error
 			for i := range next {
+				if first != nil {
+					continue
+				}
 				c := benchClaim(Namespace, claimName(i))
 				var err error
-				for attempt := 0; attempt < 10; attempt++ {
+				for attempt := range 10 {
 					if _, err = claims.Create(ctx, c, metav1.CreateOptions{}); err == nil {
 						break
 					}
 					time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
 				}
 				if err != nil {
-					errs <- fmt.Errorf("cannot create claim %s: %w", c.GetName(), err)
-					return
+					first = fmt.Errorf("cannot create claim %s: %w", c.GetName(), err)
+					continue
 				}
 				created[i] = time.Now()
 			}
-			errs <- nil
+			errs <- first
 		}()
 	}
 	for i := range n {
 		next <- i
 	}
 	close(next)
+	var createErr error
 	for range r.cfg.Creators {
-		if err := <-errs; err != nil {
-			return err
+		if err := <-errs; err != nil && createErr == nil {
+			createErr = err
 		}
+	}
+	if createErr != nil {
+		return createErr
 	}
 	createdAll := time.Now()
 	r.res.CreateSeconds = round(createdAll.Sub(m.start).Seconds(), 2)

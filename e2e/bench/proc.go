@@ -107,7 +107,7 @@ func (m *procMonitor) peakMiB() map[string]float64 {
 	defer m.mu.Unlock()
 	out := map[string]float64{}
 	for n, kib := range m.peak {
-		out[n] = round1(float64(kib) / 1024)
+		out[n] = round(float64(kib)/1024, 1)
 	}
 	return out
 }
@@ -188,5 +188,3 @@ func serviceOf(process string) string {
 	}
 	return process[:i]
 }
-
-func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
