@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,3 +210,70 @@ func loomOrProvWrite(k auditKey) bool {
 }
 func verbLabel(k auditKey) string     { return k.Verb }
 func clientVerbRes(k auditKey) string { return k.Client + ": " + k.Verb + " " + k.Resource }
+
+// timelineEvent is the part of an audit event a timeline shows.
+type timelineEvent struct {
+	auditEvent
+	StageTimestamp time.Time `json:"stageTimestamp"`
+	ObjectRef      *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+}
+
+// WriteTimeline writes, one line per request, every request of the audit
+// log at path (rotated files included) on an object whose name starts with
+// prefix: seconds since the first, duration, client, verb, resource, the
+// name's rest and the response code. With a claim's name it shows the
+// claim's whole life: its XR and composed resources are named after it.
+func WriteTimeline(w io.Writer, path, prefix string) error {
+	rotated, err := filepath.Glob(strings.TrimSuffix(path, ".log") + "-*.log")
+	if err != nil {
+		return fmt.Errorf("cannot find rotated audit logs: %w", err)
+	}
+	var t0 time.Time
+	for _, p := range append(rotated, path) {
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("cannot open audit log: %w", err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			if !strings.Contains(sc.Text(), prefix) {
+				continue
+			}
+			var ev timelineEvent
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				_ = f.Close()
+				return fmt.Errorf("cannot decode audit event in %s: %w", p, err)
+			}
+			if ev.ObjectRef == nil || !strings.HasPrefix(ev.ObjectRef.Name, prefix) || ev.Stage != "ResponseComplete" {
+				continue
+			}
+			if t0.IsZero() {
+				t0 = ev.RequestReceivedTimestamp
+			}
+			res := ev.ObjectRef.Resource
+			if ev.ObjectRef.Subresource != "" {
+				res += "/" + ev.ObjectRef.Subresource
+			}
+			code := 0
+			if ev.ResponseStatus != nil {
+				code = ev.ResponseStatus.Code
+			}
+			fmt.Fprintf(w, "%9.3fs %8.1fms %-14s %-7s %-22s %-24s %d\n",
+				ev.RequestReceivedTimestamp.Sub(t0).Seconds(),
+				float64(ev.StageTimestamp.Sub(ev.RequestReceivedTimestamp).Microseconds())/1000,
+				clientOf(ev.User.Username), ev.Verb, res, strings.TrimPrefix(ev.ObjectRef.Name, prefix), code)
+		}
+		err = sc.Err()
+		_ = f.Close()
+		if err != nil {
+			return fmt.Errorf("cannot read audit log %s: %w", p, err)
+		}
+	}
+	return nil
+}

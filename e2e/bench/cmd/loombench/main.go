@@ -5,7 +5,8 @@
 // BENCHMARKS.md. `make bench` runs it; `make bench N=5000`, `make bench
 // SCALE=1` (renderer and binder at 1 and at 3 replicas, with the ratio) and
 // `make bench NATS_CLUSTER=3` (one NATS server and a cluster, with the
-// ratio) vary it.
+// ratio) vary it. With -timeline it prints one claim's requests from the
+// audit log of a kept run instead.
 package main
 
 import (
@@ -46,8 +47,16 @@ func run() error {
 		keep     = flag.Bool("keep", false, "keep the stack's state folder (logs, audit log)")
 		out      = flag.String("out", "", "results file (default <repo>/bench/results/latest.json)")
 		md       = flag.String("md", "", `Markdown file to append rows to (default <repo>/BENCHMARKS.md; "-" for none)`)
+		timeline = flag.String("timeline", "", "instead of running, print every request on objects whose name starts with this (a claim's name) from the audit log given by -audit")
+		audit    = flag.String("audit", "", "audit log for -timeline (bench/results/tmp/stack-*/audit/kube-apiserver-audit.log of a run with -keep)")
 	)
 	flag.Parse()
+	if *timeline != "" {
+		if *audit == "" {
+			return errors.New("-timeline needs -audit")
+		}
+		return bench.WriteTimeline(os.Stdout, *audit, *timeline)
+	}
 	if *ceiling == 0 {
 		*ceiling = -1
 	}
