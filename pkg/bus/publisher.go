@@ -187,7 +187,27 @@ func (p *Publisher) message(service string, ev *eventsv1.Event) (*nats.Msg, erro
 	if id := MsgID(ev); id != "" {
 		msg.Header.Set(HeaderMsgID, id)
 	}
+	if ev.GetType() == eventsv1.EventType_EVENT_TYPE_RESYNC {
+		// A resync says nothing is known to have changed. If a request for
+		// the target is already queued or being handled, that handling
+		// re-reads the current state anyway. Publishing would only replace
+		// the queued request and so move the target to the back of its
+		// partition: under a standing backlog, a target resynced more often
+		// than the queue drains would never be handled. So a resync is
+		// stored only where its target has no request (see alreadyQueued).
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	}
 	return msg, nil
+}
+
+// alreadyQueued reports whether err is the stream refusing a resync because
+// its target already has a request: that is the outcome the resync wanted.
+// Replicated streams report the refusal with another code.
+func alreadyQueued(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // msgKind is the kind of ev's target, for metrics.
@@ -219,6 +239,9 @@ func (p *Publisher) await(f jetstream.PubAckFuture, service, kind string) {
 	case <-f.Ok():
 	case err = <-f.Err():
 	}
+	if alreadyQueued(err) {
+		err = nil
+	}
 	delay := 100 * time.Millisecond
 	for attempt := 1; err != nil && attempt < publishAttempts && resendable(err); attempt++ {
 		time.Sleep(delay)
@@ -226,6 +249,9 @@ func (p *Publisher) await(f jetstream.PubAckFuture, service, kind string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = p.js.PublishMsg(ctx, f.Msg())
 		cancel()
+		if alreadyQueued(err) {
+			err = nil
+		}
 	}
 	p.metrics.published(service, kind, err)
 	p.mu.Lock()

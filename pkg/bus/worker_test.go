@@ -736,3 +736,49 @@ func TestHandlerTimeout(t *testing.T) {
 		t.Errorf("handled %d times, want MaxDeliver (3)", n)
 	}
 }
+
+// A resync never displaces a queued request: replacing it would move its
+// target to the back of the partition, and a target resynced more often than
+// a backlog drains would never be handled. A change still replaces it, and a
+// resync of a target with nothing queued is stored.
+func TestResyncKeepsQueuedRequest(t *testing.T) {
+	h := newHarness(t, testConfig())
+	p := h.publisher()
+	resync := func(id string, rv int) *eventsv1.Event {
+		ev := event(id, rv)
+		ev.Type = eventsv1.EventType_EVENT_TYPE_RESYNC
+		return ev
+	}
+	publish := func(ev *eventsv1.Event) {
+		t.Helper()
+		if err := p.Publish(t.Context(), bus.Renderer, ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(t.Context()); err != nil {
+			t.Fatalf("publishing %s of %s: %v", ev.GetType(), ev.GetObject().GetUid(), err)
+		}
+	}
+	state := func() (first, last, msgs uint64) {
+		t.Helper()
+		s, err := h.js.Stream(t.Context(), bus.StreamName(bus.Renderer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := s.CachedInfo().State
+		return st.FirstSeq, st.LastSeq, st.Msgs
+	}
+
+	publish(event(uid(1), 1))
+	publish(resync(uid(1), 1))
+	if first, last, msgs := state(); first != 1 || last != 1 || msgs != 1 {
+		t.Errorf("after a resync of a queued target: first=%d last=%d msgs=%d; want the queued request kept (1, 1, 1)", first, last, msgs)
+	}
+	publish(event(uid(1), 2))
+	if first, last, msgs := state(); first != 2 || last != 2 || msgs != 1 {
+		t.Errorf("after a change of a queued target: first=%d last=%d msgs=%d; want it replaced (2, 2, 1)", first, last, msgs)
+	}
+	publish(resync(uid(2), 7))
+	if _, last, msgs := state(); last != 3 || msgs != 2 {
+		t.Errorf("after a resync of a target with nothing queued: last=%d msgs=%d; want it stored (3, 2)", last, msgs)
+	}
+}
