@@ -271,4 +271,3 @@ func (c *kubeTraceClient) Definitions(ctx context.Context) ([]*unstructured.Unst
 }
 
 var _ traceClient = (*kubeTraceClient)(nil)
-
