@@ -39,7 +39,10 @@
 // owned by its claim (spec.claimRef) and a composed resource by its
 // controller XR, so the creation of a claim, its XR, its composed resources,
 // and every change until they are ready, form one trace rooted at the
-// watcher's span for the claim's ADDED event.
+// watcher's span for the claim's ADDED event. "A while" is LOOM_TRACE_WINDOW
+// (a Go duration, default ten minutes; negative turns lineage off). Work
+// another object causes (an XR rendered again because its Composition got a
+// new revision) belongs to that object's trace instead.
 //
 // An object annotated with TraceAnnotation (a W3C traceparent) while it is
 // young continues that trace instead: a service that creates an object may
