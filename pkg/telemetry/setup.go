@@ -105,7 +105,7 @@ func Setup(ctx context.Context, service, replicaID string, opts ...Option) (shut
 	}
 
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	if d, err := time.ParseDuration(env(EnvLineageWindow)); err == nil && d >= 0 {
+	if d, err := time.ParseDuration(env(EnvLineageWindow)); err == nil {
 		setLineageWindow(d)
 	}
 

@@ -392,6 +392,19 @@ func TestLineage(t *testing.T) {
 	}
 }
 
+func TestLineageWindowFromEnv(t *testing.T) {
+	defer setLineageWindow(DefaultLineageWindow)
+	shutdown, err := Setup(t.Context(), "test", "test-0", WithRegisterer(prometheus.NewRegistry()),
+		WithLookupEnv(envOf(map[string]string{EnvLineageWindow: "-1s"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = shutdown(context.Background()) }()
+	if got := LineageWindow(); got != -time.Second {
+		t.Errorf("LineageWindow() = %s, want -1s from %s", got, EnvLineageWindow)
+	}
+}
+
 func TestLineageOff(t *testing.T) {
 	_, _ = setup(t)
 	l := NewLineage(-1)
