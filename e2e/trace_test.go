@@ -411,6 +411,16 @@ func TestTrace(t *testing.T) {
 				{"XTraceDB/trace-transform-", "False", "ReconcileError", `template "server"`, "medium"},
 			},
 		},
+		"FailingFunctionStep": {
+			reason:      "The pipeline's only step cannot reach its function: the XR is not synced and names the step and the function.",
+			claim:       "trace-function",
+			composition: "trace-fn",
+			size:        "small",
+			want: [][]string{
+				{"TraceDB/trace-function (trace-e2e)"},
+				{"XTraceDB/trace-function-", "False", `"compose"`, "trace-e2e-unreachable"},
+			},
+		},
 		"UnresolvedReference": {
 			reason:      "The server selects a network that never becomes Ready: its row says which field waits for what.",
 			claim:       "trace-reference",
