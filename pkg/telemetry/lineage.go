@@ -74,13 +74,14 @@ type lineageEntry struct {
 
 // NewLineage returns a Lineage keeping traces for window; 0 means
 // LineageWindow(), a negative window keeps none (every event starts its own
-// trace). Spans are started with the global TracerProvider, looked up at
-// each Start, so that a provider installed later is used.
+// trace). Spans are started with the global TracerProvider (which hands
+// the spans to a provider installed later, too).
 func NewLineage(window time.Duration) *Lineage {
 	if window == 0 {
 		window = LineageWindow()
 	}
-	return &Lineage{window: window, now: time.Now, spans: map[string]lineageEntry{}, sweepIn: max(window/4, time.Second)}
+	return &Lineage{tracer: otel.Tracer(instrumentationPrefix + "pkg/telemetry"), window: window, now: time.Now,
+		spans: map[string]lineageEntry{}, sweepIn: max(window/4, time.Second)}
 }
 
 // A Sighting is what the watcher knows about one observed change, for
@@ -134,7 +135,7 @@ func (l *Lineage) Start(ctx context.Context, name string, s Sighting, opts ...tr
 	} else {
 		opts = append(opts, trace.WithNewRoot())
 	}
-	ctx, span := otel.Tracer(instrumentationPrefix+"pkg/telemetry").Start(ctx, name, opts...)
+	ctx, span := l.tracer.Start(ctx, name, opts...)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -439,5 +440,33 @@ func TestReadyAndWaiting(t *testing.T) {
 	r := instruments()
 	if got := r.waitingTotal(time.Now().Add(referencesTTL + time.Minute)); got != 0 {
 		t.Errorf("waiting references after their TTL: got %d, want 0", got)
+	}
+}
+
+// BenchmarkLineageStart measures the watcher's cost per published change:
+// with tracing off (the default) and on.
+func BenchmarkLineageStart(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "Off"
+		if on {
+			name = "On"
+		}
+		b.Run(name, func(b *testing.B) {
+			if on {
+				tp := sdktrace.NewTracerProvider()
+				otel.SetTracerProvider(tp)
+				defer func() { _ = tp.Shutdown(context.Background()) }()
+			} else {
+				otel.SetTracerProvider(noop.NewTracerProvider())
+			}
+			l := NewLineage(time.Minute)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				uid := strconv.Itoa(i % 1024)
+				_, span := l.Start(context.Background(), "watch XThing", Sighting{UID: uid, New: i < 1024, Owners: []string{"claim"}})
+				span.End()
+			}
+		})
 	}
 }
