@@ -44,10 +44,13 @@
 // another object causes (an XR rendered again because its Composition got a
 // new revision) belongs to that object's trace instead.
 //
-// An object annotated with TraceAnnotation (a W3C traceparent) while it is
-// young continues that trace instead: a service that creates an object may
-// stamp it to make the object's first watch event a child of the span that
-// wrote it. Stamping is optional; nothing depends on it.
+// Lineage also takes a W3C traceparent found on a new object
+// (TraceAnnotation, stamped by Annotate when a service creates it), which
+// then wins over its owners, for exact causality (the XR's first watch span
+// a child of the binder span that created it). Nothing stamps objects
+// today, and the watcher does not pass the annotation on (its informers
+// keep no annotations, to save memory): ownership alone connects the trace,
+// with no extra API writes.
 //
 // # Metrics of the services
 //
