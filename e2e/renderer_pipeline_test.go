@@ -3,23 +3,38 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loomxr/loom/e2e/framework"
+	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
+	"github.com/loomxr/loom/pkg/stack"
 )
 
 var pipelineXRGVK = schema.GroupVersionKind{Group: "pipeline.e2e.loom.dev", Version: "v1alpha1", Kind: "XPipe"}
@@ -75,7 +90,11 @@ spec:
         properties:
           spec:
             type: object
----
+`
+
+// pipelineComposition runs the two test functions; the cluster and `loomctl
+// render` both render it.
+const pipelineComposition = `
 apiVersion: apiextensions.crossplane.io/v1
 kind: Composition
 metadata:
@@ -113,10 +132,9 @@ data:
 `, region)
 }
 
-// startFunction builds a test function of e2e/testfn and serves it in
-// plaintext on a free local port until the test ends. It returns the
-// address.
-func startFunction(t *testing.T, name string) string {
+// buildFunction builds the test function of e2e/testfn/name and returns
+// the binary's path.
+func buildFunction(t *testing.T, name string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
 	build := exec.Command("go", "build", "-o", bin, "./testfn/"+name)
@@ -124,16 +142,37 @@ func startFunction(t *testing.T, name string) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("cannot build %s: %v\n%s", name, err, out)
 	}
+	return bin
+}
+
+// startFunction builds a test function of e2e/testfn and serves it in
+// plaintext on a free local port until the test ends. It returns the
+// address.
+func startFunction(t *testing.T, name string) string {
+	t.Helper()
+	return serveFunction(t, buildFunction(t, name), "")
+}
+
+// serveFunction serves the function binary bin on a free local port until
+// the test ends: over mutual TLS with the material in certsDir (tls.crt,
+// tls.key, ca.crt), or in plaintext when certsDir is empty (development
+// mode). It returns the address.
+func serveFunction(t *testing.T, bin, certsDir string) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	cmd := exec.Command(bin, "--insecure", "--address", addr)
+	args := []string{"--address", addr, "--insecure"}
+	if certsDir != "" {
+		args = []string{"--address", addr, "--tls-certs-dir", certsDir}
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("cannot start %s: %v", name, err)
+		t.Fatalf("cannot start %s: %v", bin, err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -149,6 +188,225 @@ func startFunction(t *testing.T, name string) string {
 	return addr
 }
 
+// functionPKI is throwaway PEM material for mutual TLS between Loom and the
+// test functions: a CA, a server certificate for 127.0.0.1 and a client
+// certificate, both signed by the CA.
+type functionPKI struct {
+	CA                    []byte
+	ServerCert, ServerKey []byte
+	ClientCert, ClientKey []byte
+}
+
+// newFunctionPKI generates a functionPKI valid for an hour.
+func newFunctionPKI(t *testing.T) functionPKI {
+	t.Helper()
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "loom e2e function CA"},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP) (certPEM, keyPEM []byte) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkix.Name{CommonName: cn},
+			NotBefore:    now.Add(-time.Minute),
+			NotAfter:     now.Add(time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			IPAddresses:  ips,
+		}, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+	}
+	p := functionPKI{CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+	p.ServerCert, p.ServerKey = leaf(2, "e2e-function", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
+	p.ClientCert, p.ClientKey = leaf(3, "loom-renderer", x509.ExtKeyUsageClientAuth, nil)
+	return p
+}
+
+// serverDir writes the function's side of p (tls.crt, tls.key, ca.crt) into
+// a folder for --tls-certs-dir and returns it.
+func (p functionPKI) serverDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"tls.crt": p.ServerCert, "tls.key": p.ServerKey, "ca.crt": p.CA} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// createFunctionSecrets creates, in namespace ns, the Secrets a loom.dev
+// Function's spec.tls names: caName holds ca.crt, clientName (a
+// kubernetes.io/tls Secret) the client certificate. They are deleted when
+// the test ends.
+func createFunctionSecrets(t *testing.T, env *framework.Env, ns, caName, clientName string, p functionPKI) {
+	t.Helper()
+	secrets := []*corev1.Secret{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: caName, Namespace: ns},
+			Data:       map[string][]byte{loomv1alpha1.CACertKey: p.CA},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: clientName, Namespace: ns},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{loomv1alpha1.TLSCertKey: p.ClientCert, loomv1alpha1.TLSKeyKey: p.ClientKey},
+		},
+	}
+	for _, s := range secrets {
+		if _, err := env.Kube.CoreV1().Secrets(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("cannot create Secret %s/%s: %v", ns, s.Name, err)
+		}
+		t.Cleanup(func() { _ = env.Kube.CoreV1().Secrets(ns).Delete(context.Background(), s.Name, metav1.DeleteOptions{}) })
+	}
+}
+
+// writeManifests writes objects (JSON is YAML) or YAML documents into a
+// file of dir and returns its path.
+func writeManifests(t *testing.T, dir, name string, docs ...any) string {
+	t.Helper()
+	var b strings.Builder
+	for _, d := range docs {
+		b.WriteString("---\n")
+		switch d := d.(type) {
+		case string:
+			b.WriteString(d)
+		default:
+			j, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(j)
+		}
+		b.WriteString("\n")
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// renderLocally runs `loomctl render` of the cluster's XR xr (with its UID,
+// so that composed names derived from it match) through pipelineComposition,
+// reaching the functions at the development targets compose and readCtx,
+// with the EnvironmentConfig env as extra resource. It returns the composed
+// resources it printed by composition resource name.
+func renderLocally(t *testing.T, xr *unstructured.Unstructured, compose, readCtx, env string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	dir := t.TempDir()
+	functions := fmt.Sprintf(`
+apiVersion: loom.dev/v1alpha1
+kind: Function
+metadata:
+  name: e2e-compose-from-env
+  annotations: {render.crossplane.io/runtime-development-target: "%s"}
+spec: {endpoint: "%s", insecure: true}
+---
+apiVersion: loom.dev/v1alpha1
+kind: Function
+metadata:
+  name: e2e-read-context
+  annotations: {render.crossplane.io/runtime-development-target: "%s"}
+spec: {endpoint: "%s", insecure: true}
+`, compose, compose, readCtx, readCtx)
+	cmd := exec.CommandContext(t.Context(), traceLoomctl(t), "render",
+		writeManifests(t, dir, "xr.yaml", xr.Object),
+		writeManifests(t, dir, "composition.yaml", pipelineComposition),
+		writeManifests(t, dir, "functions.yaml", functions),
+		"--extra-resources", writeManifests(t, dir, "extra.yaml", env),
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("loomctl render: %v\n%s", err, stderr.String())
+	}
+	objs, err := stack.DecodeManifests(stdout.Bytes())
+	if err != nil {
+		t.Fatalf("cannot decode the output of loomctl render: %v\n%s", err, stdout.String())
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if name := o.GetAnnotations()["crossplane.io/composition-resource-name"]; name != "" {
+			out[name] = o
+		}
+	}
+	return out
+}
+
+// jsonValue is v as encoding/json decodes it (numbers are float64), so that
+// values decoded by different decoders compare equal.
+func jsonValue(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err.Error()
+	}
+	return out
+}
+
+// sameComposed compares the composed resources loomctl render printed with
+// those the cluster holds, by composition resource name: the same names,
+// and every spec field loomctl printed equal to the cluster's (the cluster
+// adds the API server's defaults).
+func sameComposed(rendered, cluster map[string]*unstructured.Unstructured) error {
+	var errs []error
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(cluster)), slices.Sorted(maps.Keys(rendered))); diff != "" {
+		errs = append(errs, fmt.Errorf("composition resource names: -cluster, +loomctl render:\n%s", diff))
+	}
+	for name, c := range cluster {
+		r, ok := rendered[name]
+		if !ok {
+			continue
+		}
+		if r.GetName() != c.GetName() {
+			errs = append(errs, fmt.Errorf("composed resource %q: loomctl render names it %q, the cluster %q", name, r.GetName(), c.GetName()))
+		}
+		rs, _, _ := unstructured.NestedMap(r.Object, "spec")
+		cs, _, _ := unstructured.NestedMap(c.Object, "spec")
+		if len(rs) == 0 {
+			errs = append(errs, fmt.Errorf("composed resource %q: loomctl render printed no spec", name))
+		}
+		for k, v := range rs {
+			if diff := cmp.Diff(jsonValue(cs[k]), jsonValue(v)); diff != "" {
+				errs = append(errs, fmt.Errorf("composed resource %q: spec.%s: -cluster, +loomctl render:\n%s", name, k, diff))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // TestRendererPipeline renders an XR through a two-step function pipeline:
 // the first step requires EnvironmentConfigs by label and asks Loom to watch
 // them, the second reads the first's context. A change of the watched
@@ -156,19 +414,28 @@ func startFunction(t *testing.T, name string) string {
 func TestRendererPipeline(t *testing.T) {
 	env := framework.StartStack(t)
 	ctx := t.Context()
-	compose := startFunction(t, "compose-from-env")
-	readCtx := startFunction(t, "read-context")
+	composeBin, readCtxBin := buildFunction(t, "compose-from-env"), buildFunction(t, "read-context")
+
+	// The cluster reaches the functions over mutual TLS, with the material
+	// in Secrets of loom-system that the Functions name (the renderer may
+	// get Secrets).
+	pki := newFunctionPKI(t)
+	certs := pki.serverDir(t)
+	compose := serveFunction(t, composeBin, certs)
+	readCtx := serveFunction(t, readCtxBin, certs)
+	createFunctionSecrets(t, env, "loom-system", "e2e-function-ca", "e2e-function-client", pki)
+	const functionTLS = `{caSecretRef: {namespace: loom-system, name: e2e-function-ca}, clientSecretRef: {namespace: loom-system, name: e2e-function-client}}`
 	framework.ApplyYAML(t, fmt.Sprintf(`
 apiVersion: loom.dev/v1alpha1
 kind: Function
 metadata: {name: e2e-compose-from-env}
-spec: {endpoint: "%s", insecure: true}
+spec: {endpoint: "%s", tls: %s}
 ---
 apiVersion: loom.dev/v1alpha1
 kind: Function
 metadata: {name: e2e-read-context}
-spec: {endpoint: "%s", insecure: true}
-`, compose, readCtx), pipelineEnvironment("eu"), pipelineKinds)
+spec: {endpoint: "%s", tls: %s}
+`, compose, functionTLS, readCtx, functionTLS), pipelineEnvironment("eu"), pipelineKinds, pipelineComposition)
 
 	xrs := env.Dynamic.Resource(pipelineXRGVK.GroupVersion().WithResource("xpipes"))
 	nops := env.Dynamic.Resource(rendererNop.GroupVersion().WithResource("nopresources"))
@@ -239,6 +506,18 @@ spec: {endpoint: "%s", insecure: true}
 	watched, _, _ := unstructured.NestedSlice(got.Object, "status", "watchedResourceRefs")
 	if len(watched) != 1 || watched[0].(map[string]any)["name"] != "pipeline-e2e" || watched[0].(map[string]any)["step"] != "compose" {
 		t.Errorf("watchedResourceRefs %v, want the EnvironmentConfig pipeline-e2e of step compose", watched)
+	}
+
+	// loomctl render of the cluster's XR, against the same functions
+	// started locally in development mode (plaintext), prints the
+	// composed resources the cluster holds.
+	cluster, err := composedOf(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devCompose, devReadCtx := serveFunction(t, composeBin, ""), serveFunction(t, readCtxBin, "")
+	if err := sameComposed(renderLocally(t, got, devCompose, devReadCtx, pipelineEnvironment("eu")), cluster); err != nil {
+		t.Errorf("loomctl render differs from the cluster:\n%v", err)
 	}
 
 	// The watched EnvironmentConfig changes: the XR renders again, well
