@@ -318,6 +318,17 @@ func renderResources(in renderInputs, stderr io.Writer) (renderOutputs, error) {
 	for _, w := range res.Warnings {
 		_, _ = fmt.Fprintln(stderr, "warning:", w)
 	}
+	// A namespaced XR's template that asks for another namespace is refused,
+	// as Loom's renderer refuses it, rather than moved into the XR's.
+	var scope []error
+	for i := range in.Composition.Spec.Resources {
+		if err := compose.CheckNamespace(in.Composite, compose.TemplateName(&in.Composition.Spec.Resources[i], i), compose.TemplateNamespace(&in.Composition.Spec, i)); err != nil {
+			scope = append(scope, err)
+		}
+	}
+	if len(scope) > 0 {
+		return renderOutputs{}, fmt.Errorf("cannot render composite resource %s %q with Composition %s: %w", in.Composite.GetKind(), in.Composite.GetName(), in.Composition.GetName(), errors.Join(scope...))
+	}
 	if len(res.Errors) > 0 {
 		msgs := make([]string, len(res.Errors))
 		for i, e := range res.Errors {

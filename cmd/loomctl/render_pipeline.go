@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/compose"
@@ -88,6 +85,20 @@ func renderFunctions(ctx context.Context, in renderInputs) (renderOutputs, error
 		return failed(err)
 	}
 
+	// A namespaced XR's function that asks for another namespace is
+	// refused, as Loom's renderer refuses it, rather than moved into the
+	// XR's.
+	var scope []error
+	for _, name := range slices.Sorted(maps.Keys(res.Desired.Resources)) {
+		u := &unstructured.Unstructured{Object: res.Desired.Resources[name].Object}
+		if err := compose.CheckNamespace(xr, name, u.GetNamespace()); err != nil {
+			scope = append(scope, err)
+		}
+	}
+	if len(scope) > 0 {
+		return failed(errors.Join(scope...))
+	}
+
 	out := renderOutputs{Composite: desiredComposite(xr, res)}
 	var unready []string
 	for _, name := range slices.Sorted(maps.Keys(res.Desired.Resources)) {
@@ -97,8 +108,8 @@ func renderFunctions(ctx context.Context, in renderInputs) (renderOutputs, error
 			return failed(fmt.Errorf("desired composed resource %q has no apiVersion or kind", name))
 		}
 		obs := observedByName(in.Observed, name)
-		if err := setComposedMetadata(u, xr, obs, name); err != nil {
-			return failed(fmt.Errorf("desired composed resource %q: %w", name, err))
+		if err := compose.SetComposedMetadata(xr, u, name, obs); err != nil {
+			return failed(fmt.Errorf("desired composed resource %q: metadata: %w", name, err))
 		}
 		out.Resources = append(out.Resources, u)
 		if !composedReady(d.Ready, obs) {
@@ -240,80 +251,6 @@ func mergeObjects(dst, src map[string]any) map[string]any {
 		dst[k] = v
 	}
 	return dst
-}
-
-// setComposedMetadata sets what the composition machinery owns on a desired
-// composed resource, by the rules Loom's renderer applies to every composed
-// resource (see compose.Render): the observed resource's name, else the
-// function's, else a deterministic name (compose.ComposedName); the composite
-// and claim labels; the composition resource name annotation; the controller
-// reference to the XR.
-func setComposedMetadata(desired, xr, observed *unstructured.Unstructured, name string) error {
-	root := xr.GetLabels()[v1.LabelComposite]
-	if root == "" {
-		root = xr.GetName()
-	}
-	switch {
-	case observed != nil:
-		desired.SetName(observed.GetName())
-		if observed.GetNamespace() != "" {
-			desired.SetNamespace(observed.GetNamespace())
-		}
-	case desired.GetName() != "":
-	default:
-		prefix := desired.GetGenerateName()
-		if prefix == "" {
-			prefix = root + "-"
-		}
-		desired.SetName(compose.ComposedName(prefix, xr.GetUID(), name))
-	}
-	desired.SetGenerateName("")
-	if xr.GetNamespace() != "" {
-		desired.SetNamespace(xr.GetNamespace())
-	}
-	if errs := validation.IsDNS1123Subdomain(desired.GetName()); len(errs) > 0 {
-		return fmt.Errorf("metadata.name %q: %s", desired.GetName(), strings.Join(errs, "; "))
-	}
-
-	labels := desired.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[v1.LabelComposite] = root
-	claimName, claimNS := xr.GetLabels()[v1.LabelClaimName], xr.GetLabels()[v1.LabelClaimNamespace]
-	if claimName == "" || claimNS == "" {
-		claimName, _, _ = unstructured.NestedString(xr.Object, "spec", "claimRef", "name")
-		claimNS, _, _ = unstructured.NestedString(xr.Object, "spec", "claimRef", "namespace")
-	}
-	if claimName != "" && claimNS != "" {
-		labels[v1.LabelClaimName] = claimName
-		labels[v1.LabelClaimNamespace] = claimNS
-	}
-	desired.SetLabels(labels)
-
-	annotations := desired.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[v1.AnnotationCompositionResourceName] = name
-	desired.SetAnnotations(annotations)
-
-	refs := make([]metav1.OwnerReference, 0, 1)
-	for _, ref := range desired.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller {
-			if ref.UID != xr.GetUID() {
-				return fmt.Errorf("metadata.ownerReferences: already controlled by %s %q", ref.Kind, ref.Name)
-			}
-			continue
-		}
-		refs = append(refs, ref)
-	}
-	yes := true
-	desired.SetOwnerReferences(append(refs, metav1.OwnerReference{
-		APIVersion: xr.GetAPIVersion(), Kind: xr.GetKind(), Name: xr.GetName(), UID: xr.GetUID(),
-		Controller: &yes, BlockOwnerDeletion: &yes,
-	}))
-	return nil
 }
 
 // resultDocument is a function result as crossplane render prints it.

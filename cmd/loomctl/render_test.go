@@ -147,6 +147,12 @@ cannot apply patch 0 of template "server" (FromCompositeFieldPath spec.parameter
 			args:   []string{"-o", "testdata/render/bad/observed-unannotated.yaml", mysqlXR, mysqlComposition},
 			want:   `cannot use observed resource NopResource "stray": it has no crossplane.io/composition-resource-name annotation naming its template`,
 		},
+		"OtherNamespace": {
+			reason: "A namespaced XR's templates that name or patch another namespace are refused, as Loom's renderer refuses them, not moved into the XR's.",
+			args:   []string{"testdata/render/bad/namespaced-xr.yaml", "testdata/render/bad/other-namespace.yaml"},
+			want: `cannot render composite resource XApp "app" with Composition other-namespace: composed resource "config": namespace "elsewhere" is not the composite resource's namespace "team-a", and a Namespaced composite resource may compose only into its own
+composed resource "patched": a patch writes metadata.namespace, and a Namespaced composite resource may compose only into its own namespace`,
+		},
 		"NotAComposition": {
 			reason: "COMPOSITION must hold a Composition.",
 			args:   []string{mysqlXR, "../../examples/mysql/definition.yaml"},

@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -339,7 +338,7 @@ func renderTemplate(t *v1.ComposedTemplate, name string, sets map[string][]v1.Pa
 		warnings = append(warnings, fmt.Sprintf("template %q: skipped %s: the source does not exist and its policy.fromFieldPath is Required", name, what))
 	}
 
-	if err := setMetadata(desired, xr, observed, name); err != nil {
+	if err := SetComposedMetadata(xr, desired, name, observed); err != nil {
 		return nil, "", warnings, &TemplateError{Template: name, Field: "metadata", Err: err}
 	}
 	return desired, "", warnings, nil
@@ -396,80 +395,4 @@ func propagateExternalName(desired, xr *unstructured.Unstructured) {
 	}
 	a[v1.AnnotationExternalName] = a[v1.AnnotationExternalNamePrefix] + ext + a[v1.AnnotationExternalNameSuffix]
 	desired.SetAnnotations(a)
-}
-
-// setMetadata sets what the composition machinery owns on a desired composed
-// resource: its name, the composite and claim labels, the composition
-// resource name annotation and the controller reference to the composite
-// resource.
-func setMetadata(desired, xr, observed *unstructured.Unstructured, template string) error {
-	root := xr.GetLabels()[v1.LabelComposite]
-	if root == "" {
-		root = xr.GetName()
-	}
-
-	switch {
-	case observed != nil:
-		desired.SetName(observed.GetName())
-		if observed.GetNamespace() != "" {
-			desired.SetNamespace(observed.GetNamespace())
-		}
-	case desired.GetName() != "":
-	default:
-		prefix := desired.GetGenerateName()
-		if prefix == "" {
-			prefix = root + "-"
-		}
-		desired.SetName(ComposedName(prefix, xr.GetUID(), template))
-	}
-	desired.SetGenerateName("")
-	if xr.GetNamespace() != "" {
-		desired.SetNamespace(xr.GetNamespace())
-	}
-
-	labels := desired.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[v1.LabelComposite] = root
-	claimName, claimNS := xr.GetLabels()[v1.LabelClaimName], xr.GetLabels()[v1.LabelClaimNamespace]
-	if claimName == "" || claimNS == "" {
-		claimName, _, _ = unstructured.NestedString(xr.Object, "spec", "claimRef", "name")
-		claimNS, _, _ = unstructured.NestedString(xr.Object, "spec", "claimRef", "namespace")
-	}
-	if claimName != "" && claimNS != "" {
-		labels[v1.LabelClaimName] = claimName
-		labels[v1.LabelClaimNamespace] = claimNS
-	}
-	desired.SetLabels(labels)
-
-	annotations := desired.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[v1.AnnotationCompositionResourceName] = template
-	desired.SetAnnotations(annotations)
-
-	refs := desired.GetOwnerReferences()
-	kept := make([]metav1.OwnerReference, 0, len(refs)+1)
-	for _, ref := range refs {
-		if ref.Controller != nil && *ref.Controller {
-			if ref.UID != xr.GetUID() {
-				return fmt.Errorf("ownerReferences: already controlled by %s %q", ref.Kind, ref.Name)
-			}
-			continue
-		}
-		kept = append(kept, ref)
-	}
-	yes := true
-	kept = append(kept, metav1.OwnerReference{
-		APIVersion:         xr.GetAPIVersion(),
-		Kind:               xr.GetKind(),
-		Name:               xr.GetName(),
-		UID:                xr.GetUID(),
-		Controller:         &yes,
-		BlockOwnerDeletion: &yes,
-	})
-	desired.SetOwnerReferences(kept)
-	return nil
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -183,47 +182,6 @@ func TestResourceRefs(t *testing.T) {
 				t.Errorf("%s\nresourceRefs change = %v, want %v", tc.reason, change, tc.wantChange)
 			}
 		})
-	}
-}
-
-func TestSetComposedMetadata(t *testing.T) {
-	xr := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.org/v1", "kind": "XThing",
-		"spec": map[string]any{"claimRef": map[string]any{"name": "claim", "namespace": "ns"}}}}
-	xr.SetName("thing-abcde")
-	xr.SetUID("uid-1")
-	desired := nop("")
-	if err := setComposedMetadata(desired, xr, nil, "db"); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(desired.GetName(), "thing-abcde-") || len(desired.GetName()) != len("thing-abcde-")+12 {
-		t.Errorf("name %q: want thing-abcde-<12 hex>", desired.GetName())
-	}
-	again := nop("")
-	_ = setComposedMetadata(again, xr, nil, "db")
-	if again.GetName() != desired.GetName() {
-		t.Errorf("names are not deterministic: %q and %q", desired.GetName(), again.GetName())
-	}
-	wantLabels := map[string]string{"crossplane.io/composite": "thing-abcde", "crossplane.io/claim-name": "claim", "crossplane.io/claim-namespace": "ns"}
-	if diff := cmp.Diff(wantLabels, desired.GetLabels()); diff != "" {
-		t.Errorf("labels: -want, +got:\n%s", diff)
-	}
-	if got := desired.GetAnnotations()["crossplane.io/composition-resource-name"]; got != "db" {
-		t.Errorf("composition resource name %q, want db", got)
-	}
-	if c := metav1.GetControllerOf(desired); c == nil || c.UID != "uid-1" {
-		t.Errorf("controller %v, want the XR", c)
-	}
-	observed := nop("existing")
-	kept := nop("")
-	_ = setComposedMetadata(kept, xr, observed, "db")
-	if kept.GetName() != "existing" {
-		t.Errorf("name %q, want the observed resource's", kept.GetName())
-	}
-	other := nop("")
-	yes := true
-	other.SetOwnerReferences([]metav1.OwnerReference{{Kind: "XOther", Name: "o", UID: "uid-2", Controller: &yes}})
-	if err := setComposedMetadata(other, xr, nil, "db"); err == nil {
-		t.Error("a resource controlled by another XR: want an error")
 	}
 }
 

@@ -2,7 +2,6 @@ package composite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -77,8 +76,8 @@ func (r *Reconciler) renderPipeline(ctx context.Context, st *state, spec *v1.Com
 		c.namespace = u.GetNamespace()
 		if u.GetAPIVersion() == "" || u.GetKind() == "" {
 			c.err = fmt.Errorf("%w: desired composed resource %q has no apiVersion or kind", errInvalidSpec, name)
-		} else if err := setComposedMetadata(u, st.xr, obs, name); err != nil {
-			c.err = fmt.Errorf("%w: desired composed resource %q: %w", errInvalidSpec, name, err)
+		} else if err := compose.SetComposedMetadata(st.xr, u, name, obs); err != nil {
+			c.err = fmt.Errorf("%w: desired composed resource %q: metadata: %w", errInvalidSpec, name, err)
 		}
 		if c.err != nil {
 			c.message = c.err.Error()
@@ -173,75 +172,4 @@ func (r *Reconciler) connectionDetails(ctx context.Context, o *unstructured.Unst
 		return nil, fmt.Errorf("cannot read connection Secret %s/%s of %s %q: %w", ns, name, o.GetKind(), o.GetName(), err)
 	}
 	return data, nil
-}
-
-// setComposedMetadata sets what the composition machinery owns on a desired
-// composed resource, by the same rules as patch and transform (see
-// compose.Render): the observed resource's name, else the function's, else
-// the deterministic compose.ComposedName; the XR's namespace for namespaced
-// XRs; the composite and claim labels; the composition resource name
-// annotation; the controller reference to the XR.
-func setComposedMetadata(desired, xr, observed *unstructured.Unstructured, name string) error {
-	root := xr.GetLabels()[v1.LabelComposite]
-	if root == "" {
-		root = xr.GetName()
-	}
-	switch {
-	case observed != nil:
-		desired.SetName(observed.GetName())
-		if observed.GetNamespace() != "" {
-			desired.SetNamespace(observed.GetNamespace())
-		}
-	case desired.GetName() != "":
-	default:
-		prefix := desired.GetGenerateName()
-		if prefix == "" {
-			prefix = root + "-"
-		}
-		desired.SetName(compose.ComposedName(prefix, xr.GetUID(), name))
-	}
-	desired.SetGenerateName("")
-	if xr.GetNamespace() != "" {
-		desired.SetNamespace(xr.GetNamespace())
-	}
-	labels := desired.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[v1.LabelComposite] = root
-	claimName, claimNS := xr.GetLabels()[v1.LabelClaimName], xr.GetLabels()[v1.LabelClaimNamespace]
-	if claimName == "" || claimNS == "" {
-		claimName, _, _ = unstructured.NestedString(xr.Object, "spec", "claimRef", "name")
-		claimNS, _, _ = unstructured.NestedString(xr.Object, "spec", "claimRef", "namespace")
-	}
-	if claimName != "" && claimNS != "" {
-		labels[v1.LabelClaimName] = claimName
-		labels[v1.LabelClaimNamespace] = claimNS
-	}
-	desired.SetLabels(labels)
-	annotations := desired.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[v1.AnnotationCompositionResourceName] = name
-	desired.SetAnnotations(annotations)
-
-	refs := desired.GetOwnerReferences()
-	kept := make([]metav1.OwnerReference, 0, len(refs)+1)
-	for _, ref := range refs {
-		if ref.Controller != nil && *ref.Controller {
-			if ref.UID != xr.GetUID() {
-				return errors.New("ownerReferences: already controlled by " + ref.Kind + " " + ref.Name)
-			}
-			continue
-		}
-		kept = append(kept, ref)
-	}
-	yes := true
-	kept = append(kept, metav1.OwnerReference{
-		APIVersion: xr.GetAPIVersion(), Kind: xr.GetKind(), Name: xr.GetName(), UID: xr.GetUID(),
-		Controller: &yes, BlockOwnerDeletion: &yes,
-	})
-	desired.SetOwnerReferences(kept)
-	return nil
 }

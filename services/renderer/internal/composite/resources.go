@@ -2,7 +2,6 @@ package composite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -96,7 +95,7 @@ func (r *Reconciler) renderResources(ctx context.Context, st *state, spec *v1.Co
 		if rr.Err != nil {
 			c.message = rr.Err.Error()
 		}
-		c.namespace = templateNamespace(spec, i)
+		c.namespace = compose.TemplateNamespace(spec, i)
 		checks := spec.Resources[i].ReadinessChecks
 		c.readiness = func(o map[string]any) (bool, string) {
 			ok, why, err := compose.IsReady(o, checks)
@@ -215,44 +214,4 @@ func (r *Reconciler) environment(ctx context.Context, st *state, env *v1.Environ
 		}
 	}
 	return configs, nil
-}
-
-// patchedNamespace is the namespace of a template whose patches write
-// metadata.namespace.
-const patchedNamespace = "*"
-
-// templateNamespace returns the namespace template i of spec asks for: the
-// one its base names, or patchedNamespace when a patch writes
-// metadata.namespace (its
-// value is known only per render, and pkg/compose imposes a namespaced XR's
-// own anyway), or "" when it asks for none.
-func templateNamespace(spec *v1.CompositionSpec, i int) string {
-	t := spec.Resources[i]
-	patches := t.Patches
-	for _, p := range t.Patches {
-		if p.Type != v1.PatchTypePatchSet || p.PatchSetName == nil {
-			continue
-		}
-		for _, ps := range spec.PatchSets {
-			if ps.Name == *p.PatchSetName {
-				patches = append(patches, ps.Patches...)
-			}
-		}
-	}
-	for _, p := range patches {
-		switch p.Type {
-		case "", v1.PatchTypeFromCompositeFieldPath, v1.PatchTypeCombineFromComposite,
-			v1.PatchTypeFromEnvironmentFieldPath, v1.PatchTypeCombineFromEnvironment:
-			if p.GetToFieldPath() == "metadata.namespace" {
-				return patchedNamespace
-			}
-		}
-	}
-	var base struct {
-		Metadata struct {
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(t.Base.Raw, &base) // A base that does not decode fails the render itself.
-	return base.Metadata.Namespace
 }

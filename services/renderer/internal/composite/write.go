@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/loomxr/loom/pkg/compose"
 	"github.com/loomxr/loom/services/renderer/internal/apply"
 	"github.com/loomxr/loom/services/renderer/internal/event"
 	"github.com/loomxr/loom/services/renderer/internal/kube"
@@ -56,14 +57,15 @@ func (r *Reconciler) checkScope(st *state, out *rendered) error {
 		if err != nil {
 			return fmt.Errorf("cannot look up kind %s of composed resource %q: %w", gvk, c.name, err)
 		}
-		switch {
-		case !ns:
+		if !ns {
 			errs = append(errs, fmt.Errorf("composed resource %q: %s is cluster scoped, and a Namespaced composite resource may compose only namespaced resources", c.name, gvk.Kind))
-		case c.namespace == patchedNamespace:
-			errs = append(errs, fmt.Errorf("composed resource %q: a patch writes metadata.namespace, and a Namespaced composite resource may compose only into its own namespace", c.name))
-		case c.namespace != "" && c.namespace != st.xr.GetNamespace():
-			errs = append(errs, fmt.Errorf("composed resource %q: namespace %q is not the composite resource's namespace %q, and a Namespaced composite resource may compose only into its own", c.name, c.namespace, st.xr.GetNamespace()))
-		case c.desired.GetNamespace() != st.xr.GetNamespace():
+			continue
+		}
+		if err := compose.CheckNamespace(st.xr, c.name, c.namespace); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if c.desired.GetNamespace() != st.xr.GetNamespace() {
 			errs = append(errs, fmt.Errorf("composed resource %q: namespace %q is not the composite resource's namespace %q", c.name, c.desired.GetNamespace(), st.xr.GetNamespace()))
 		}
 	}
