@@ -45,7 +45,7 @@ func (l *lease) deadLetter(pm *pending, delivery int, reason string) {
 	dl := nats.NewMsg(DeadLetterSubject(w.service))
 	dl.Data = pm.msg.Data()
 	for k, v := range pm.msg.Headers() {
-		if k != HeaderMsgID && k != HeaderNotBefore {
+		if republished(k) {
 			dl.Header[k] = v
 		}
 	}
@@ -168,7 +168,7 @@ func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, seq uint64) (
 	msg := nats.NewMsg(d.Subject)
 	msg.Data = m.Data
 	for k, v := range m.Header {
-		if !strings.HasPrefix(k, "Loom-Dlq-") && k != HeaderMsgID && k != HeaderNotBefore {
+		if !strings.HasPrefix(k, "Loom-Dlq-") && republished(k) {
 			msg.Header[k] = v
 		}
 	}

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -69,4 +70,14 @@ func InjectTrace(ctx context.Context, h nats.Header) {
 // with the global propagator.
 func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 	return otel.GetTextMapPropagator().Extract(ctx, HeaderCarrier(h))
+}
+
+// republished reports whether header k of a stored message goes with it when
+// the bus publishes it again (requeued, dead-lettered or replayed). The
+// message ID and JetStream's publish expectations (Nats-Expected-*, which a
+// resync carries) belong to the original publish: copied, they would make
+// the stream refuse the copy. The not-before stamp of a requeue is set anew
+// where it applies.
+func republished(k string) bool {
+	return k != HeaderMsgID && k != HeaderNotBefore && !strings.HasPrefix(k, "Nats-Expected-")
 }

@@ -580,7 +580,7 @@ func (l *lease) requeue(pm *pending, delay time.Duration) {
 	cp := nats.NewMsg(pm.msg.Subject())
 	cp.Data = pm.msg.Data()
 	for k, v := range pm.msg.Headers() {
-		if k != HeaderMsgID {
+		if republished(k) {
 			cp.Header[k] = v
 		}
 	}

@@ -782,3 +782,33 @@ func TestResyncKeepsQueuedRequest(t *testing.T) {
 		t.Errorf("after a resync of a target with nothing queued: last=%d msgs=%d; want it stored (3, 2)", last, msgs)
 	}
 }
+
+// A resync carries a publish expectation (no request queued for its target).
+// It belongs to that publish only: a requeued or dead-lettered copy must not
+// carry it, or the stream refuses the copy and the message is retried forever.
+func TestResyncRequeuedAndDeadLettered(t *testing.T) {
+	h := newHarness(t, testConfig())
+	var calls sync.Map // uid -> *atomic.Int32
+	h.start(bus.Secrets, "s0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		n, _ := calls.LoadOrStore(r.Target.GetUid(), new(atomic.Int32))
+		if n.(*atomic.Int32).Add(1) == 1 {
+			return bus.Result{RequeueAfter: 10 * time.Millisecond}, nil
+		}
+		return bus.Result{}, bus.Permanent(fmt.Errorf("invalid composition"))
+	}))
+	pub := h.publisher()
+	for i := 1; i <= 2; i++ {
+		ev := event(uid(i), 1)
+		ev.Type = eventsv1.EventType_EVENT_TYPE_RESYNC
+		if err := pub.Publish(t.Context(), bus.Secrets, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "both resyncs requeued, then dead-lettered", func() bool {
+		dls, err := bus.ListDeadLetters(t.Context(), h.js, bus.Secrets)
+		return err == nil && len(dls) == 2 && h.workPending(bus.Secrets) == 0
+	})
+}
