@@ -88,9 +88,19 @@ func devMissing(procs []string, names ...string) []string {
 // devEveryProcess is what a stack with the default services runs.
 var devEveryProcess = []string{"etcd", "kube-apiserver", "kube-controller-manager", "watcher", "renderer", "binder", "secrets", "provider-nop"}
 
+// dev up --detach with the repository's examples: it returns only once every
+// example claim is Ready, so this is what `make run` promises a newcomer.
 func TestDevUpDetachDown(t *testing.T) {
 	bin := devLoomctl(t)
-	state, examples := t.TempDir(), t.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := stack.FindRepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, examples := t.TempDir(), filepath.Join(root, "examples")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	t.Cleanup(func() {
@@ -98,7 +108,7 @@ func TestDevUpDetachDown(t *testing.T) {
 		_ = exec.Command(bin, "dev", "down", "--state-dir", state).Run()
 	})
 
-	up := exec.CommandContext(ctx, bin, "dev", "up", "--detach", "--examples", examples, "--state-dir", state, "--wait", "1m")
+	up := exec.CommandContext(ctx, bin, "dev", "up", "--detach", "--examples", examples, "--state-dir", state, "--wait", "3m")
 	out, err := up.CombinedOutput()
 	if err != nil {
 		t.Fatalf("loomctl dev up --detach: %v\n%s\nlog:\n%s", err, out, devReadFile(filepath.Join(state, "loomctl.log")))
