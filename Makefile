@@ -63,7 +63,7 @@ run: build control-plane ## Start the local stack with the examples, in the fore
 	$(BIN)/loomctl dev up
 
 .PHONY: test
-test: unit fuzz e2e chart-test ## Everything CI runs.
+test: check-generate unit fuzz e2e chart-test ## Everything CI runs.
 
 .PHONY: unit
 unit: build control-plane ## Unit and integration tests of every module, with the race detector (some run on the real control plane).
