@@ -179,7 +179,7 @@ generate-apis: $(CONTROLLER_GEN)
 
 .PHONY: check-generate
 check-generate: generate ## Fail if regenerating changes anything.
-	@git diff --exit-code || (echo "generated files are stale: run make generate" && exit 1)
+	@git diff --exit-code -- proto $(CRD_DIR) ':(glob)pkg/apis/**/zz_generated.*.go' || (echo "generated files are stale: run make generate" && exit 1)
 	@test -z "$$(git ls-files --others --exclude-standard -- $(CRD_DIR) ':(glob)pkg/apis/**/zz_generated.*.go')" || \
 		(git ls-files --others --exclude-standard -- $(CRD_DIR) ':(glob)pkg/apis/**/zz_generated.*.go'; echo "generated files are not committed: git add them" && exit 1)
 
