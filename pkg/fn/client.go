@@ -318,7 +318,6 @@ func (c *Client) RunFunction(ctx context.Context, function string, req *fnv1.Run
 	if timeout <= 0 {
 		timeout = c.defaultTimeout
 	}
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -331,7 +330,7 @@ func (c *Client) RunFunction(ctx context.Context, function string, req *fnv1.Run
 			defer func() { <-slots }()
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, fmt.Errorf("%w: no free slot of %d concurrent calls within %s", ErrTimeout, cap(slots), round(time.Since(start)))
+				return nil, fmt.Errorf("%w: no free slot of %d concurrent calls within %s", ErrTimeout, cap(slots), timeout)
 			}
 			return nil, ctx.Err()
 		}
@@ -347,7 +346,7 @@ func (c *Client) RunFunction(ctx context.Context, function string, req *fnv1.Run
 	}
 	c.metrics.answered(ctx, function, t.Endpoint, method, called, rsp, err)
 	if err != nil {
-		return nil, classify(ctx, err, start)
+		return nil, classify(ctx, err, timeout)
 	}
 	return rsp, nil
 }
@@ -377,8 +376,11 @@ func runBeta(ctx context.Context, beta fnv1beta1.FunctionRunnerServiceClient, re
 	return rsp, nil
 }
 
-// classify maps a failed call to one of the package's causes.
-func classify(ctx context.Context, err error, start time.Time) error {
+// classify maps a failed call to one of the package's causes. Messages name
+// the configured timeout, never the time measured: they end up in conditions
+// and Events, which must be the same for the same cause, or every retry
+// would write a new status and record a new Event.
+func classify(ctx context.Context, err error, timeout time.Duration) error {
 	if errors.Is(err, ErrMalformedResponse) {
 		return err
 	}
@@ -387,7 +389,7 @@ func classify(ctx context.Context, err error, start time.Time) error {
 	case codes.Unavailable:
 		return fmt.Errorf("%w: %s", ErrUnreachable, s.Message())
 	case codes.DeadlineExceeded:
-		return fmt.Errorf("%w: no answer within %s", ErrTimeout, round(time.Since(start)))
+		return fmt.Errorf("%w: no answer within %s", ErrTimeout, timeout)
 	case codes.Canceled:
 		if ctx.Err() != nil {
 			return fmt.Errorf("call canceled: %w", ctx.Err())
@@ -399,4 +401,3 @@ func classify(ctx context.Context, err error, start time.Time) error {
 	return fmt.Errorf("%w: %s: %s", ErrFunctionFailed, s.Code(), s.Message())
 }
 
-func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
