@@ -590,4 +590,3 @@ spec:
 	}
 	waitGone(t, env, ns, "keep-again", xr.GetName())
 }
-

@@ -400,4 +400,3 @@ func classify(ctx context.Context, err error, timeout time.Duration) error {
 	}
 	return fmt.Errorf("%w: %s: %s", ErrFunctionFailed, s.Code(), s.Message())
 }
-

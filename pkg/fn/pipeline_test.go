@@ -372,7 +372,7 @@ func TestRunFailuresWithTestFunctions(t *testing.T) {
 			step:   Step{Name: "compose", Function: "compose-from-env", Input: input(t, map[string]any{"behaviour": map[string]any{"badTag": true}})},
 			want: want{
 				msg: `cannot run pipeline step "compose" (function "compose-from-env"): malformed function response: response tag "not-the-request-tag" does not echo the request's tag`,
-				is: ErrMalformedResponse, transient: true, calls: 1,
+				is:  ErrMalformedResponse, transient: true, calls: 1,
 			},
 		},
 		"BadInput": {
