@@ -107,19 +107,35 @@ func (r *run) claims(ctx context.Context) error {
 	// Observers: claims, their XRs and composed resources, first seen Ready.
 	obsCtx, stopObs := context.WithCancel(ctx)
 	defer stopObs()
-	claimT, xrT, nopT := newReadyTracker("claims"), newReadyTracker("XRs"), newReadyTracker("NopResources")
-	obsErr := make(chan error, 3)
+	claimT, xrT, nopT := newTracker("claims", nil), newTracker("XRs", nil), newTracker("NopResources", nil)
+	// The end state is complete once, beyond every claim being Ready, every
+	// database has its resolved reference and every claim its Secret (a
+	// claim may turn Ready before either).
+	refT := newTracker("resolved references", func(o *unstructured.Unstructured) bool {
+		v, _, _ := unstructured.NestedString(o.Object, "spec", "forProvider", "fields", "network")
+		return o.GetLabels()[labelRole] == "database" && v != ""
+	})
+	secT := newTracker("claim Secrets", func(o *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedMap(o.Object, "data")
+		return strings.HasSuffix(o.GetName(), "-conn") && len(d) > 0
+	})
+	ownNS := labelClaimNamespace + "=" + Namespace
+	obsErr := make(chan error, 4)
 	for _, o := range []struct {
-		t   *readyTracker
-		ri  dynamic.ResourceInterface
-		sel string
+		ri   dynamic.ResourceInterface
+		sel  string
+		what string
+		ts   []*tracker
 	}{
-		{claimT, claims, ""},
-		{xrT, r.dyn.Resource(xrGVR), "crossplane.io/claim-namespace=" + Namespace},
-		{nopT, r.dyn.Resource(nopGVR), labelComposite},
+		{claims, "", "claims", []*tracker{claimT}},
+		{r.dyn.Resource(xrGVR), ownNS, "XRs", []*tracker{xrT}},
+		{r.dyn.Resource(nopGVR), ownNS, "NopResources", []*tracker{nopT, refT}},
+		{r.dyn.Resource(secretGVR).Namespace(Namespace), "", "Secrets", []*tracker{secT}},
 	} {
-		go func() { obsErr <- o.t.run(obsCtx, o.ri, metav1.ListOptions{LabelSelector: o.sel}) }()
+		go func() { obsErr <- watchInto(obsCtx, o.ri, o.sel, o.what, o.ts...) }()
 	}
+	refT.expect(n)
+	secT.expect(n)
 	claimT.expect(n)
 
 	before, err := r.read(ctx)
@@ -175,18 +191,37 @@ func (r *run) claims(ctx context.Context) error {
 	r.res.CreatesPerS = round(float64(n)/createdAll.Sub(m.start).Seconds(), 1)
 	r.logf("created %d claims in %s (%.0f/s)", n, createdAll.Sub(m.start).Round(time.Millisecond), r.res.CreatesPerS)
 
-	// Wait until every claim is Ready, reporting progress and the bus's
-	// backlog, which shows which service the work queues up for.
+	// Wait until every claim is Ready and the end state complete,
+	// reporting progress and the bus's backlog, which shows which service
+	// the work queues up for.
 	r.res.BusMaxPending = map[string]uint64{}
 	timeout := time.NewTimer(r.cfg.ReadyTimeout)
 	defer timeout.Stop()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
-wait:
-	for {
+	claimsDone := claimT.done
+	var ready reading
+	for claimsDone != nil || !closed(refT.done) || !closed(secT.done) {
 		select {
-		case <-claimT.done:
-			break wait
+		case <-claimsDone:
+			claimsDone = nil
+			var last time.Time
+			for _, t := range claimT.snapshot() {
+				if t.After(last) {
+					last = t
+				}
+			}
+			if ready, err = r.read(ctx); err != nil {
+				return err
+			}
+			m.allReady = last
+			r.res.ClaimsReady = claimT.count()
+			all := last.Sub(m.start).Seconds()
+			r.res.SecondsToAllReady = round(all, 2)
+			r.res.ClaimsPerS = round(float64(n)/all, 2)
+			r.logf("all %d claims Ready after %.1fs (%.1f claims/s)", n, all, r.res.ClaimsPerS)
+		case <-refT.done:
+		case <-secT.done:
 		case err := <-obsErr:
 			if err != nil {
 				return err
@@ -202,31 +237,21 @@ wait:
 					}
 				}
 			}
-			r.logf("%d/%d claims Ready, %d XRs, %d composed resources; bus backlog%s", claimT.count(), n, xrT.count(), nopT.count(), backlog)
+			r.logf("%d/%d claims Ready, %d XRs, %d composed resources, %d references, %d claim Secrets; bus backlog%s",
+				claimT.count(), n, xrT.count(), nopT.count(), refT.count(), secT.count(), backlog)
 		case <-timeout.C:
 			r.res.ClaimsReady = claimT.count()
-			return fmt.Errorf("only %d of %d claims were Ready after %s; %s", claimT.count(), n, r.cfg.ReadyTimeout, r.diagnose(ctx, claimT))
+			return fmt.Errorf("after %s, %d of %d claims were Ready, %d references resolved, %d claim Secrets published; %s",
+				r.cfg.ReadyTimeout, claimT.count(), n, refT.count(), secT.count(), r.diagnose(ctx, claimT))
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+	complete := time.Now()
+	r.res.SecondsToComplete = round(complete.Sub(m.start).Seconds(), 2)
+	r.logf("complete after %.1fs: every reference resolved, every claim Secret published", r.res.SecondsToComplete)
 	claimReady := claimT.snapshot()
-	var last time.Time
-	for _, t := range claimReady {
-		if t.After(last) {
-			last = t
-		}
-	}
-	ready, err := r.read(ctx)
-	if err != nil {
-		return err
-	}
-	m.allReady = last
-	r.res.ClaimsReady = len(claimReady)
-	all := last.Sub(m.start).Seconds()
-	r.res.SecondsToAllReady = round(all, 2)
-	r.res.ClaimsPerS = round(float64(n)/all, 2)
-	r.logf("all %d claims Ready after %.1fs (%.1f claims/s)", n, all, r.res.ClaimsPerS)
+	all := m.allReady.Sub(m.start).Seconds()
 
 	if err := r.waitQuiet(ctx, "after every claim was Ready"); err != nil {
 		return err
@@ -434,7 +459,7 @@ func listAll(ctx context.Context, ri dynamic.ResourceInterface, selector string)
 }
 
 // diagnose describes a few claims that are not Ready.
-func (r *run) diagnose(ctx context.Context, t *readyTracker) string {
+func (r *run) diagnose(ctx context.Context, t *tracker) string {
 	seen := t.snapshot()
 	var lines []string
 	for i := 0; i < r.cfg.Claims && len(lines) < 5; i++ {
@@ -458,4 +483,14 @@ func (r *run) diagnose(ctx context.Context, t *readyTracker) string {
 		lines = append(lines, line)
 	}
 	return "not Ready: " + strings.Join(lines, "; ")
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -16,11 +16,13 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// A readyTracker records, from a watch, when each object of a kind was
-// first seen with condition Ready=True. Its times have the precision of the
-// harness's clock, unlike conditions' lastTransitionTime (whole seconds).
-type readyTracker struct {
+// A tracker records, from a watch, when each object was first seen to
+// satisfy its predicate (by default: condition Ready=True). Its times have
+// the precision of the harness's clock, unlike conditions'
+// lastTransitionTime (whole seconds).
+type tracker struct {
 	what string
+	pred func(*unstructured.Unstructured) bool
 
 	mu      sync.Mutex
 	readyAt map[string]time.Time
@@ -28,19 +30,24 @@ type readyTracker struct {
 	done    chan struct{} // closed once want objects are Ready
 }
 
-func newReadyTracker(what string) *readyTracker {
-	return &readyTracker{what: what, readyAt: map[string]time.Time{}, done: make(chan struct{})}
+// newTracker returns a tracker of objects that satisfy pred, or of Ready
+// objects when pred is nil.
+func newTracker(what string, pred func(*unstructured.Unstructured) bool) *tracker {
+	if pred == nil {
+		pred = func(o *unstructured.Unstructured) bool { s, _ := readyCondition(o); return s == "True" }
+	}
+	return &tracker{what: what, pred: pred, readyAt: map[string]time.Time{}, done: make(chan struct{})}
 }
 
 // expect makes done close once n objects are Ready (at once if they are).
-func (t *readyTracker) expect(n int) {
+func (t *tracker) expect(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.want = n
 	t.check()
 }
 
-func (t *readyTracker) check() {
+func (t *tracker) check() {
 	if t.want > 0 && len(t.readyAt) >= t.want {
 		select {
 		case <-t.done:
@@ -50,8 +57,8 @@ func (t *readyTracker) check() {
 	}
 }
 
-func (t *readyTracker) observe(o *unstructured.Unstructured, at time.Time) {
-	if s, _ := readyCondition(o); s != "True" {
+func (t *tracker) observe(o *unstructured.Unstructured, at time.Time) {
+	if !t.pred(o) {
 		return
 	}
 	t.mu.Lock()
@@ -64,14 +71,14 @@ func (t *readyTracker) observe(o *unstructured.Unstructured, at time.Time) {
 }
 
 // count returns how many objects were seen Ready.
-func (t *readyTracker) count() int {
+func (t *tracker) count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.readyAt)
 }
 
 // snapshot returns a copy of the first-Ready times by name.
-func (t *readyTracker) snapshot() map[string]time.Time {
+func (t *tracker) snapshot() map[string]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make(map[string]time.Time, len(t.readyAt))
@@ -81,28 +88,34 @@ func (t *readyTracker) snapshot() map[string]time.Time {
 	return out
 }
 
-// run lists and then watches ri (with opts' label selector) until ctx
-// ends, feeding every object to t. It resumes a dropped watch from the last
-// resourceVersion it saw and lists afresh when that is too old.
-func (t *readyTracker) run(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.ListOptions) error {
+// watchInto lists and then watches ri (objects matching selector) until
+// ctx ends, feeding every object to each tracker. It resumes a dropped
+// watch from the last resourceVersion it saw and lists afresh when that is
+// too old.
+func watchInto(ctx context.Context, ri dynamic.ResourceInterface, selector, what string, ts ...*tracker) error {
+	feed := func(o *unstructured.Unstructured, at time.Time) {
+		for _, t := range ts {
+			t.observe(o, at)
+		}
+	}
 	rv := ""
 	for ctx.Err() == nil {
 		if rv == "" {
-			l, err := ri.List(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector, ResourceVersion: "0"})
+			l, err := ri.List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("cannot list %s: %w", t.what, err)
+				return fmt.Errorf("cannot list %s: %w", what, err)
 			}
 			now := time.Now()
 			for i := range l.Items {
-				t.observe(&l.Items[i], now)
+				feed(&l.Items[i], now)
 			}
 			rv = l.GetResourceVersion()
 		}
 		w, err := ri.Watch(ctx, metav1.ListOptions{
-			LabelSelector:       opts.LabelSelector,
+			LabelSelector:       selector,
 			ResourceVersion:     rv,
 			AllowWatchBookmarks: true,
 		})
@@ -114,16 +127,16 @@ func (t *readyTracker) run(ctx context.Context, ri dynamic.ResourceInterface, op
 				rv = ""
 				continue
 			}
-			return fmt.Errorf("cannot watch %s: %w", t.what, err)
+			return fmt.Errorf("cannot watch %s: %w", what, err)
 		}
-		rv = t.consume(w, rv)
+		rv = consume(w, rv, feed)
 	}
 	return nil
 }
 
-// consume reads w until it ends and returns the resourceVersion to resume
-// from ("" to list afresh).
-func (t *readyTracker) consume(w watch.Interface, rv string) string {
+// consume reads w until it ends, feeding added and modified objects, and
+// returns the resourceVersion to resume from ("" to list afresh).
+func consume(w watch.Interface, rv string, feed func(*unstructured.Unstructured, time.Time)) string {
 	defer w.Stop()
 	for ev := range w.ResultChan() {
 		now := time.Now()
@@ -142,7 +155,7 @@ func (t *readyTracker) consume(w watch.Interface, rv string) string {
 			}
 			rv = o.GetResourceVersion()
 			if ev.Type != watch.Bookmark {
-				t.observe(o, now)
+				feed(o, now)
 			}
 		case watch.Deleted:
 			if o, ok := ev.Object.(*unstructured.Unstructured); ok {

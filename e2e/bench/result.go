@@ -43,6 +43,10 @@ type Result struct {
 	// Ready; ClaimsPerS is Claims divided by it.
 	SecondsToAllReady float64 `json:"seconds_to_all_ready"`
 	ClaimsPerS        float64 `json:"claims_per_s"`
+	// SecondsToComplete runs from the first create until, beyond every
+	// claim being Ready, every database's reference is resolved and every
+	// claim's connection Secret published (a claim may turn Ready first).
+	SecondsToComplete float64 `json:"seconds_to_complete"`
 
 	// Claim creation to claim Ready from the objects (creationTimestamp to
 	// the Ready condition's lastTransitionTime; whole seconds).
@@ -163,6 +167,11 @@ type Result struct {
 	ResyncAPIReads          float64            `json:"resync_api_reads"`
 	ResyncAPIReadsByClient  map[string]float64 `json:"resync_api_reads_by_client,omitempty"`
 	ResyncEventsPublished   uint64             `json:"resync_events_published"`
+	// ResyncEventsConsumed are the events the services handled in the
+	// resync's window: those published, plus those a periodic resync had
+	// left queued (whose duplicates the restart's are), minus those still
+	// queued at its end.
+	ResyncEventsConsumed int64 `json:"resync_events_consumed"`
 	// ResyncKubeEvents are the Kubernetes Events recorded during the
 	// resync (each one a write).
 	ResyncKubeEvents []string `json:"resync_kube_events,omitempty"`
@@ -318,6 +327,9 @@ func benchmarksRow(r Result) string {
 	var notes []string
 	for _, svc := range sortedKeys(r.ServiceFlags) {
 		notes = append(notes, svc+" "+strings.Join(r.ServiceFlags[svc], " "))
+	}
+	if r.SecondsToComplete > r.SecondsToAllReady {
+		notes = append(notes, fmt.Sprintf("references and claim Secrets complete after %.0f s", r.SecondsToComplete))
 	}
 	if r.Attribution != "audit" {
 		notes = append(notes, "no audit log: writes/claim include the provider's")

@@ -66,13 +66,17 @@ func (r *run) resync(ctx context.Context) error {
 	r.res.ResyncAPIWrites = d.sum(func(k requestKey) bool { return isWrite(k) && !isBackgroundWrite(k) })
 	r.res.ResyncAPIReads = d.sum(isRead)
 	_, r.res.ResyncEventsPublished = after.bus.published(before.bus)
+	// A periodic resync shortly before may still be queued (and the
+	// restart's events then deduplicated against it): what the services
+	// worked through is what was queued, plus what came, minus what is left.
+	r.res.ResyncEventsConsumed = int64(before.bus.Pending) + int64(r.res.ResyncEventsPublished) - int64(after.bus.Pending)
 	r.res.ResyncSeconds = round(after.at.Sub(before.at).Seconds(), 1)
-	r.logf("resync: %d events published, %.0f API writes, %.0f reads", r.res.ResyncEventsPublished, r.res.ResyncAPIWrites, r.res.ResyncAPIReads)
+	r.logf("resync: %d events published, %d handled, %.0f API writes, %.0f reads", r.res.ResyncEventsPublished, r.res.ResyncEventsConsumed, r.res.ResyncAPIWrites, r.res.ResyncAPIReads)
 	if r.res.ResyncKubeEvents, err = r.eventsSince(ctx, before.at); err != nil {
 		return err
 	}
-	if r.res.ResyncEventsPublished == 0 {
-		r.res.Notes = append(r.res.Notes, "the resync published no events: the steady-state check is vacuous")
+	if r.res.ResyncEventsConsumed <= 0 {
+		r.res.Notes = append(r.res.Notes, "the services handled no event during the resync: the steady-state check is vacuous")
 	}
 	return nil
 }

@@ -25,6 +25,8 @@ var (
 	claimGVR = schema.GroupVersionResource{Group: "bench.loom.dev", Version: "v1alpha1", Resource: "benchdbs"}
 	xrGVR    = schema.GroupVersionResource{Group: "bench.loom.dev", Version: "v1alpha1", Resource: "xbenchdbs"}
 	nopGVR   = schema.GroupVersionResource{Group: "nop.crossplane.io", Version: "v1alpha1", Resource: "nopresources"}
+	// secretGVR is watched for the claims' connection Secrets.
+	secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
 const (
@@ -35,6 +37,12 @@ const (
 	warmupNamespace = "bench-warmup"
 	// labelComposite is the label composed resources carry with their XR's name.
 	labelComposite = "crossplane.io/composite"
+	// labelClaimNamespace is the label XRs and composed resources carry
+	// with their claim's namespace.
+	labelClaimNamespace = "crossplane.io/claim-namespace"
+	// labelRole is the benchmark Composition's label naming a composed
+	// resource's template.
+	labelRole = "bench.loom.dev/role"
 	// labelCeiling marks the raw-ceiling phase's NopResources.
 	labelCeiling = "bench.loom.dev/ceiling"
 )
