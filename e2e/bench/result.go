@@ -176,6 +176,12 @@ type Result struct {
 	// resync (each one a write).
 	ResyncKubeEvents []string `json:"resync_kube_events,omitempty"`
 	ResyncSeconds    float64  `json:"resync_seconds"`
+	// ResyncCPUMsPerRead is the CPU time kube-apiserver and etcd spent
+	// during the resync divided by the reads in it: the cost of one read
+	// (the resync writes nothing), to compare with RawCeilingCPUMsPerWrite.
+	// The reads counted are all of the API server's (its counters), so
+	// that the figure does not depend on the audit log.
+	ResyncCPUMsPerRead map[string]float64 `json:"resync_cpu_ms_per_read,omitempty"`
 
 	// Correctness checks at the end: claims with their connection Secret,
 	// XRs with three composed resources, databases whose network

@@ -71,6 +71,13 @@ func (r *run) resync(ctx context.Context) error {
 	// worked through is what was queued, plus what came, minus what is left.
 	r.res.ResyncEventsConsumed = int64(before.bus.Pending) + int64(r.res.ResyncEventsPublished) - int64(after.bus.Pending)
 	r.res.ResyncSeconds = round(after.at.Sub(before.at).Seconds(), 1)
+	// Nothing but the resync's reads runs now: the cost of a read.
+	if r.res.ResyncAPIReads > 0 {
+		r.res.ResyncCPUMsPerRead = map[string]float64{}
+		for _, p := range []string{"kube-apiserver", "etcd"} {
+			r.res.ResyncCPUMsPerRead[p] = round((after.cpu[p]-before.cpu[p])*1000/r.res.ResyncAPIReads, 2)
+		}
+	}
 	r.logf("resync: %d events published, %d handled, %.0f API writes, %.0f reads", r.res.ResyncEventsPublished, r.res.ResyncEventsConsumed, r.res.ResyncAPIWrites, r.res.ResyncAPIReads)
 	if r.res.ResyncKubeEvents, err = r.eventsSince(ctx, before.at); err != nil {
 		return err
