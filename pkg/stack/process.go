@@ -222,11 +222,26 @@ func (p *process) stop(grace time.Duration) {
 		}
 		<-p.loopDone
 	}
-	// The leader is gone; anything it left in its group goes now.
+	// The leader is gone; anything it left in its group goes now. SIGKILL
+	// is delivered asynchronously, so wait (briefly) until the group is
+	// empty: callers count on its ports and files being free on return.
 	if pgid != 0 {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		waitGroupGone(pgid, 2*time.Second)
 	}
 	_ = p.log.Close()
+}
+
+// waitGroupGone polls until no process of group pgid can be signalled, or
+// limit passes. Zombies still count, until their new parent reaps them.
+func waitGroupGone(pgid int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // tail returns the last lines of the process's log, for error messages.
