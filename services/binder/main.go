@@ -14,8 +14,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -52,17 +50,17 @@ type flags struct {
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.busReplicas, "bus-replicas", envInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
+	fs.IntVar(&f.busReplicas, "bus-replicas", service.EnvInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
-	fs.IntVar(&f.partitions, "bus-partitions", envInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
+	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
-	fs.IntVar(&f.concurrency, "concurrency", envInt("LOOM_BINDER_CONCURRENCY", 16),
+	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_BINDER_CONCURRENCY", 16),
 		"targets handled at once by this replica (env LOOM_BINDER_CONCURRENCY)")
-	fs.Float64Var(&f.qps, "kube-qps", 50, "Kubernetes client queries per second")
-	fs.IntVar(&f.burst, "kube-burst", 100, "Kubernetes client burst")
-	fs.DurationVar(&f.ruleTTL, "rule-ttl", envDuration("LOOM_BINDER_RULE_TTL", time.Minute),
+	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_BINDER_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_BINDER_KUBE_QPS)")
+	fs.IntVar(&f.burst, "kube-burst", service.EnvInt("LOOM_BINDER_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_BINDER_KUBE_BURST)")
+	fs.DurationVar(&f.ruleTTL, "rule-ttl", service.EnvDuration("LOOM_BINDER_RULE_TTL", time.Minute),
 		"how long cached reference rules are used before they are listed again; a rule change reloads them at once (env LOOM_BINDER_RULE_TTL)")
-	fs.DurationVar(&f.externalPoll, "external-poll", envDuration("LOOM_BINDER_EXTERNAL_POLL", 30*time.Second),
+	fs.DurationVar(&f.externalPoll, "external-poll", service.EnvDuration("LOOM_BINDER_EXTERNAL_POLL", 30*time.Second),
 		"how long to wait before looking again at a reference that waits for a resource the composite resource does not control (env LOOM_BINDER_EXTERNAL_POLL)")
 }
 
@@ -166,18 +164,4 @@ func retry(ctx context.Context, f func() error, notify func(error, time.Duration
 		return errors.Join(err, ctx.Err())
 	}
 	return err
-}
-
-func envDuration(k string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
-		return d
-	}
-	return def
-}
-
-func envInt(k string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return n
-	}
-	return def
 }

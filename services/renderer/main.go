@@ -65,8 +65,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -111,27 +109,27 @@ type flags struct {
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.busReplicas, "bus-replicas", envInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
+	fs.IntVar(&f.busReplicas, "bus-replicas", service.EnvInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
-	fs.IntVar(&f.partitions, "bus-partitions", envInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
+	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
-	fs.IntVar(&f.concurrency, "concurrency", envInt("LOOM_RENDERER_CONCURRENCY", 32),
+	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_RENDERER_CONCURRENCY", 32),
 		"targets rendered at once by this replica (env LOOM_RENDERER_CONCURRENCY)")
-	fs.DurationVar(&f.handlerTimeout, "handler-timeout", envDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
+	fs.DurationVar(&f.handlerTimeout, "handler-timeout", service.EnvDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
 		"longest one render may take, function pipeline included (env LOOM_RENDERER_HANDLER_TIMEOUT)")
-	fs.Float64Var(&f.qps, "kube-qps", envFloat("LOOM_RENDERER_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_RENDERER_KUBE_QPS)")
-	fs.IntVar(&f.burst, "kube-burst", envInt("LOOM_RENDERER_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_RENDERER_KUBE_BURST)")
-	fs.DurationVar(&f.definitionTTL, "definition-ttl", envDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
+	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_RENDERER_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_RENDERER_KUBE_QPS)")
+	fs.IntVar(&f.burst, "kube-burst", service.EnvInt("LOOM_RENDERER_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_RENDERER_KUBE_BURST)")
+	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
 		"how long the index of XRDs is used before it is listed again; a change of an XRD reloads it at once on the replica handling it (env LOOM_RENDERER_DEFINITION_TTL)")
-	fs.DurationVar(&f.revisionTTL, "revision-ttl", envDuration("LOOM_RENDERER_REVISION_TTL", 10*time.Second),
+	fs.DurationVar(&f.revisionTTL, "revision-ttl", service.EnvDuration("LOOM_RENDERER_REVISION_TTL", 10*time.Second),
 		"how long a Composition's revisions are cached; a render asked for a revision the cache lacks reads them afresh (env LOOM_RENDERER_REVISION_TTL)")
-	fs.DurationVar(&f.functionTTL, "function-ttl", envDuration("LOOM_RENDERER_FUNCTION_TTL", 30*time.Second),
+	fs.DurationVar(&f.functionTTL, "function-ttl", service.EnvDuration("LOOM_RENDERER_FUNCTION_TTL", 30*time.Second),
 		"how long a loom.dev Function's endpoint and TLS material are cached (env LOOM_RENDERER_FUNCTION_TTL)")
-	fs.DurationVar(&f.functionTimout, "function-timeout", envDuration("LOOM_RENDERER_FUNCTION_TIMEOUT", fn.DefaultTimeout),
+	fs.DurationVar(&f.functionTimout, "function-timeout", service.EnvDuration("LOOM_RENDERER_FUNCTION_TIMEOUT", fn.DefaultTimeout),
 		"timeout of one function call unless its Function sets one (env LOOM_RENDERER_FUNCTION_TIMEOUT)")
-	fs.BoolVar(&f.manageRBAC, "manage-rbac", envBool("LOOM_RENDERER_MANAGE_RBAC", false),
+	fs.BoolVar(&f.manageRBAC, "manage-rbac", service.EnvBool("LOOM_RENDERER_MANAGE_RBAC", false),
 		"apply, for each XRD, the ClusterRoles that give Loom's services their rights on its XR and claim kinds; needs the escalate verb on clusterroles (env LOOM_RENDERER_MANAGE_RBAC)")
-	fs.DurationVar(&f.apiReport, "api-report", envDuration("LOOM_RENDERER_API_REPORT", time.Minute),
+	fs.DurationVar(&f.apiReport, "api-report", service.EnvDuration("LOOM_RENDERER_API_REPORT", time.Minute),
 		"how often to log the number of API requests made so far, when it changed; 0 disables (env LOOM_RENDERER_API_REPORT)")
 }
 
@@ -279,32 +277,4 @@ func retry(ctx context.Context, f func() error, notify func(error, time.Duration
 		return errors.Join(err, ctx.Err())
 	}
 	return err
-}
-
-func envDuration(k string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
-		return d
-	}
-	return def
-}
-
-func envInt(k string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return n
-	}
-	return def
-}
-
-func envFloat(k string, def float64) float64 {
-	if n, err := strconv.ParseFloat(os.Getenv(k), 64); err == nil {
-		return n
-	}
-	return def
-}
-
-func envBool(k string, def bool) bool {
-	if b, err := strconv.ParseBool(os.Getenv(k)); err == nil {
-		return b
-	}
-	return def
 }

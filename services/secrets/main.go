@@ -8,9 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,15 +49,15 @@ type flags struct {
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.busReplicas, "bus-replicas", envInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
+	fs.IntVar(&f.busReplicas, "bus-replicas", service.EnvInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
-	fs.IntVar(&f.partitions, "bus-partitions", envInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
+	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
-	fs.IntVar(&f.concurrency, "concurrency", envInt("LOOM_SECRETS_CONCURRENCY", 16),
+	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_SECRETS_CONCURRENCY", 16),
 		"targets handled at once by this replica (env LOOM_SECRETS_CONCURRENCY)")
-	fs.Float64Var(&f.qps, "kube-qps", 50, "Kubernetes client queries per second")
-	fs.IntVar(&f.burst, "kube-burst", 100, "Kubernetes client burst")
-	fs.DurationVar(&f.definitionTTL, "definition-ttl", envDuration("LOOM_SECRETS_DEFINITION_TTL", definition.DefaultTTL),
+	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_SECRETS_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_SECRETS_KUBE_QPS)")
+	fs.IntVar(&f.burst, "kube-burst", service.EnvInt("LOOM_SECRETS_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_SECRETS_KUBE_BURST)")
+	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_SECRETS_DEFINITION_TTL", definition.DefaultTTL),
 		"how long XRDs and Compositions are cached; a changed connectionSecretKeys applies within it (env LOOM_SECRETS_DEFINITION_TTL)")
 }
 
@@ -188,18 +186,4 @@ func retry(ctx context.Context, f func() error, notify func(error, time.Duration
 		return errors.Join(err, ctx.Err())
 	}
 	return err
-}
-
-func envDuration(k string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
-		return d
-	}
-	return def
-}
-
-func envInt(k string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return n
-	}
-	return def
 }

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -37,16 +35,16 @@ type flags struct {
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&f.resyncPeriod, "resync-period", envDuration("LOOM_RESYNC_PERIOD", watch.DefaultResyncPeriod),
+	fs.DurationVar(&f.resyncPeriod, "resync-period", service.EnvDuration("LOOM_RESYNC_PERIOD", watch.DefaultResyncPeriod),
 		"mean time between full resyncs, varied by ±20%; 0 disables them (env LOOM_RESYNC_PERIOD)")
-	fs.DurationVar(&f.syncTimeout, "sync-timeout", envDuration("LOOM_SYNC_TIMEOUT", watch.DefaultSyncTimeout),
+	fs.DurationVar(&f.syncTimeout, "sync-timeout", service.EnvDuration("LOOM_SYNC_TIMEOUT", watch.DefaultSyncTimeout),
 		"how long to wait for initial lists before publishing the initial resync (env LOOM_SYNC_TIMEOUT)")
-	fs.IntVar(&f.busReplicas, "bus-replicas", envInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
+	fs.IntVar(&f.busReplicas, "bus-replicas", service.EnvInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
-	fs.IntVar(&f.partitions, "bus-partitions", envInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
+	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
-	fs.Float64Var(&f.qps, "kube-qps", 50, "Kubernetes client queries per second")
-	fs.IntVar(&f.burst, "kube-burst", 100, "Kubernetes client burst")
+	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_WATCHER_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_WATCHER_KUBE_QPS)")
+	fs.IntVar(&f.burst, "kube-burst", service.EnvInt("LOOM_WATCHER_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_WATCHER_KUBE_BURST)")
 }
 
 func main() {
@@ -132,18 +130,4 @@ func retry(ctx context.Context, f func() error, notify func(error, time.Duration
 		return errors.Join(err, ctx.Err())
 	}
 	return err
-}
-
-func envDuration(k string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
-		return d
-	}
-	return def
-}
-
-func envInt(k string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return n
-	}
-	return def
 }

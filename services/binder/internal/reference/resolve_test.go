@@ -73,7 +73,9 @@ func field(v any, path ...string) objOpt {
 	return func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, v, path...) }
 }
 
-func withLabels(l map[string]string) objOpt { return func(u *unstructured.Unstructured) { u.SetLabels(l) } }
+func withLabels(l map[string]string) objOpt {
+	return func(u *unstructured.Unstructured) { u.SetLabels(l) }
+}
 
 func ready(status string) objOpt {
 	return field([]any{map[string]any{"type": "Ready", "status": status}}, "status", "conditions")

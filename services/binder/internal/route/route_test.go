@@ -16,7 +16,9 @@ import (
 	"github.com/loomxr/loom/services/binder/internal/reference"
 )
 
-type defs struct{ d *xv1.CompositeResourceDefinition }
+type defs struct {
+	d *xv1.CompositeResourceDefinition
+}
 
 func (f defs) ForClaim(_ context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error) {
 	if gk == f.d.GetClaimGroupVersionKind().GroupKind() {
