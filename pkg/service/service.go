@@ -66,12 +66,12 @@ type Config struct {
 	// that scrape on a port of their own; empty means none. Flag
 	// --metrics-addr, env LOOM_METRICS_ADDR.
 	MetricsAddr string
-	// PprofAddr is an address serving Go's runtime profiles under
-	// /debug/pprof/ (heap, CPU, goroutines), for diagnosing memory and CPU
-	// use; empty (the default) means none. Bind it to loopback: profiles
-	// reveal the process's internals. Flag --pprof-addr, env
-	// LOOM_PPROF_ADDR.
-	PprofAddr string
+	// Pprof adds Go's runtime profiles (heap, CPU, goroutines) under
+	// /debug/pprof/ to the health address, for diagnosing memory and CPU
+	// use. Off by default: profiles reveal the process's internals, so
+	// enable it only where the health address is not exposed. Flag
+	// --pprof, env LOOM_PPROF.
+	Pprof bool
 	// LogLevel is the least severe level logged: debug, info, warn or
 	// error. At debug every handled event is logged. Flag --log-level, env
 	// LOOM_LOG_LEVEL, default info.
@@ -124,7 +124,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, lookup func(string) (string, bo
 	fs.StringVar(&c.ReplicaID, "replica-id", env("LOOM_REPLICA_ID", host), "name of this replica (env LOOM_REPLICA_ID)")
 	fs.StringVar(&c.HealthAddr, "health-addr", env("LOOM_HEALTH_ADDR", ":8081"), "address of /healthz, /readyz and /metrics; empty disables them (env LOOM_HEALTH_ADDR)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("LOOM_METRICS_ADDR", ""), "further address serving only /metrics; empty means none (env LOOM_METRICS_ADDR)")
-	fs.StringVar(&c.PprofAddr, "pprof-addr", env("LOOM_PPROF_ADDR", ""), "address of Go runtime profiles at /debug/pprof/, e.g. 127.0.0.1:6060; empty means none (env LOOM_PPROF_ADDR)")
+	fs.BoolVar(&c.Pprof, "pprof", env("LOOM_PPROF", "") == "true", "serve Go runtime profiles at /debug/pprof/ on the health address (env LOOM_PPROF)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LOOM_LOG_LEVEL", "info"), "least severe level logged: debug, info, warn or error (env LOOM_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("LOOM_LOG_FORMAT", "text"), "log format: text or json (env LOOM_LOG_FORMAT)")
 	fs.DurationVar(&c.DrainPeriod, "drain-period", drain, "how long to finish work after SIGTERM (env LOOM_DRAIN_PERIOD)")
@@ -349,7 +349,18 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 	})
 
 	if cfg.HealthAddr != "" {
-		if err := rt.serve(cfg.HealthAddr, rt.Handler()); err != nil {
+		h := rt.Handler()
+		if cfg.Pprof {
+			mux := http.NewServeMux()
+			mux.Handle("/", h)
+			mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+			mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+			h = mux
+		}
+		if err := rt.serve(cfg.HealthAddr, h); err != nil {
 			_ = rt.Close(context.Background())
 			return nil, err
 		}
@@ -358,18 +369,6 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", telemetry.Handler())
 		if err := rt.serve(cfg.MetricsAddr, mux); err != nil {
-			_ = rt.Close(context.Background())
-			return nil, err
-		}
-	}
-	if cfg.PprofAddr != "" {
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-		if err := rt.serve(cfg.PprofAddr, mux); err != nil {
 			_ = rt.Close(context.Background())
 			return nil, err
 		}

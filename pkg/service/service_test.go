@@ -34,9 +34,9 @@ func TestRegisterFlags(t *testing.T) {
 		"Environment": {
 			reason: "Environment variables provide the defaults.",
 			env: map[string]string{"KUBECONFIG": "/k", "LOOM_NATS_URL": "nats://n:4222", "LOOM_REPLICA_ID": "r-1",
-				"LOOM_HEALTH_ADDR": "127.0.0.1:1", "LOOM_METRICS_ADDR": "127.0.0.1:2", "LOOM_PPROF_ADDR": "127.0.0.1:3", "LOOM_DRAIN_PERIOD": "3s",
+				"LOOM_HEALTH_ADDR": "127.0.0.1:1", "LOOM_METRICS_ADDR": "127.0.0.1:2", "LOOM_PPROF": "true", "LOOM_DRAIN_PERIOD": "3s",
 				"LOOM_LOG_LEVEL": "debug", "LOOM_LOG_FORMAT": "json"},
-			want: Config{Kubeconfig: "/k", NATSURL: "nats://n:4222", ReplicaID: "r-1", HealthAddr: "127.0.0.1:1", MetricsAddr: "127.0.0.1:2", PprofAddr: "127.0.0.1:3",
+			want: Config{Kubeconfig: "/k", NATSURL: "nats://n:4222", ReplicaID: "r-1", HealthAddr: "127.0.0.1:1", MetricsAddr: "127.0.0.1:2", Pprof: true,
 				LogLevel: "debug", LogFormat: "json", DrainPeriod: 3 * time.Second},
 		},
 		"FlagsWin": {
@@ -176,8 +176,8 @@ func TestLogger(t *testing.T) {
 
 func TestMetricsEndpoints(t *testing.T) {
 	url := runNATS(t)
-	health, metrics, prof := freeAddr(t), freeAddr(t), freeAddr(t)
-	cfg := Config{Kubeconfig: kubeconfig(t), NATSURL: url, ReplicaID: "m-0", HealthAddr: health, MetricsAddr: metrics, PprofAddr: prof}
+	health, metrics := freeAddr(t), freeAddr(t)
+	cfg := Config{Kubeconfig: kubeconfig(t), NATSURL: url, ReplicaID: "m-0", HealthAddr: health, MetricsAddr: metrics, Pprof: true}
 	shutdown, err := telemetry.Setup(t.Context(), "test", "m-0", telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }))
 	if err != nil {
 		t.Fatal(err)
@@ -200,14 +200,14 @@ func TestMetricsEndpoints(t *testing.T) {
 			t.Errorf("GET %s/metrics: %d\n%s", addr, resp.StatusCode, body.String())
 		}
 	}
-	for addr, want := range map[string]int{prof: http.StatusOK, health: http.StatusNotFound} {
+	for addr, want := range map[string]int{health: http.StatusOK, metrics: http.StatusNotFound} {
 		resp, err := http.Get("http://" + addr + "/debug/pprof/heap?debug=1")
 		if err != nil {
 			t.Fatalf("GET %s/debug/pprof/heap: %v", addr, err)
 		}
 		_ = resp.Body.Close()
 		if resp.StatusCode != want {
-			t.Errorf("GET %s/debug/pprof/heap: status %d, want %d (profiles only on --pprof-addr)", addr, resp.StatusCode, want)
+			t.Errorf("GET %s/debug/pprof/heap: status %d, want %d (profiles only on the health address)", addr, resp.StatusCode, want)
 		}
 	}
 	if rt.REST.WrapTransport == nil {
