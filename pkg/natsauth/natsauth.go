@@ -19,8 +19,13 @@
 // only), publishes to its own work subjects (requeues and fan-out) and to its
 // own dead-letter subject loom.dlq.<service>, and reads and writes only its
 // own keys in the members and leases buckets. The renderer also writes the
-// watch-request bucket. No worker can pull from, acknowledge on or publish
-// to another service's stream.
+// watch-request bucket. No worker can pull from or acknowledge on another
+// service's stream, and only one publishes to another's: the secrets
+// service publishes render requests to the renderer's work subjects
+// (loom.renderer.>), naming Pipeline XRs whose composed resources'
+// connection Secrets changed, because their functions observe those
+// Secrets and only the secrets service may watch them. Like every event,
+// such a request names objects and never carries secret data.
 //
 // Every service also creates or updates, at start, the JetStream objects of
 // the bus (bus.EnsureStreams creates all work streams, their consumers, the
@@ -90,6 +95,9 @@ func For(service string) (Permissions, error) {
 		if service == bus.Renderer {
 			p.setupBucket(watchreq.Bucket)
 			p.writeBucket(watchreq.Bucket, ">")
+		}
+		if service == bus.Secrets {
+			p.pub(workSubjects(bus.Renderer))
 		}
 	default:
 		return Permissions{}, fmt.Errorf("cannot authorize NATS user for %q: not a Loom service (want one of %v)", service, Services)

@@ -247,6 +247,18 @@ func TestServicesDoTheirWork(t *testing.T) {
 		}
 	}
 
+	// The secrets service asks the renderer to render an XR whose
+	// functions observe a connection Secret that changed.
+	sp := bus.NewPublisher(clients[bus.Secrets].js, bus.WithConfig(cfg))
+	if err := sp.Publish(ctx, bus.Renderer, event(testUID, "3")); err != nil {
+		t.Fatalf("secrets: Publish(renderer): %v", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := sp.Flush(fctx); err != nil {
+		t.Fatalf("secrets: Flush() of a render request: %v", err)
+	}
+
 	for _, s := range Services {
 		if v := clients[s].reported(); len(v) > 0 {
 			t.Errorf("%s: permission violations: %q", s, v)
@@ -337,6 +349,14 @@ func TestServicesCannotDoOthersWork(t *testing.T) {
 			reason:  "No service may delete a stream.",
 			service: bus.Renderer, publish: "$JS.API.STREAM.DELETE.LOOM_BINDER",
 		},
+		"SecretsPublishesToBinder": {
+			reason:  "The secrets service publishes to the renderer's stream only, besides its own.",
+			service: bus.Secrets, publish: "loom.binder.0." + testUID,
+		},
+		"SecretsPullsFromRenderer": {
+			reason:  "Asking the renderer to render is not consuming its work.",
+			service: bus.Secrets, publish: "$JS.API.CONSUMER.MSG.NEXT.LOOM_RENDERER.renderer-p00",
+		},
 		"SecretsPurgesStream": {
 			reason:  "No service may purge a stream.",
 			service: bus.Secrets, publish: "$JS.API.STREAM.PURGE.LOOM_SECRETS",
@@ -405,6 +425,12 @@ func TestFor(t *testing.T) {
 			service: bus.Renderer,
 			has:     []string{"loom.renderer.>", "loom.dlq.renderer", "$JS.API.CONSUMER.MSG.NEXT.LOOM_RENDERER.*", "$JS.ACK.LOOM_RENDERER.>", "$KV.loom-watches.>", "$KV.LOOM_LEASES.renderer.>"},
 			hasNot:  []string{"loom.binder.>", "$JS.API.CONSUMER.MSG.NEXT.LOOM_BINDER.*", "$KV.LOOM_LEASES.binder.>"},
+		},
+		"Secrets": {
+			reason:  "The secrets service consumes its stream and asks the renderer to render XRs, but never dead-letters or acknowledges for it.",
+			service: bus.Secrets,
+			has:     []string{"loom.secrets.>", "loom.dlq.secrets", "$JS.ACK.LOOM_SECRETS.>", "loom.renderer.>"},
+			hasNot:  []string{"loom.binder.>", "loom.dlq.renderer", "$JS.ACK.LOOM_RENDERER.>", "$JS.API.CONSUMER.MSG.NEXT.LOOM_RENDERER.*", "$KV.loom-watches.>"},
 		},
 		"Binder": {
 			reason:  "The binder consumes its stream and does not write watch requests.",

@@ -1,6 +1,31 @@
 // Command secrets is Loom's secrets service: it builds connection Secrets of composite resources and copies them to their claims.
 // main only wires the shared runtime (pkg/service); behaviour lives in
 // internal/.
+//
+// # Connection details of Pipeline XRs
+//
+// The renderer hands the service the connection details that the functions
+// of Pipeline XRs return over gRPC with mutual TLS (proto/secrets/v1,
+// package staging); they never travel on the bus. The endpoint is off
+// unless --grpc-addr is set:
+//
+//	--grpc-addr             address to serve on, e.g. :9443; empty: off
+//	                        (env LOOM_SECRETS_GRPC_ADDR)
+//	--grpc-tls-cert-file    PEM server certificate (env LOOM_SECRETS_GRPC_TLS_CERT_FILE)
+//	--grpc-tls-key-file     PEM key of the server certificate (env LOOM_SECRETS_GRPC_TLS_KEY_FILE)
+//	--grpc-client-ca-file   PEM CA(s) that sign client certificates (env LOOM_SECRETS_GRPC_CLIENT_CA_FILE)
+//	--grpc-client-identity  the one client identity allowed, matched against
+//	                        the client certificate's common name and DNS
+//	                        names (default loom-renderer; env
+//	                        LOOM_SECRETS_GRPC_CLIENT_IDENTITY); others get
+//	                        PermissionDenied
+//	--namespace             the service's own namespace, where the staging
+//	                        Secrets loom-fn-<XR UID> live (default
+//	                        loom-system; env LOOM_SECRETS_NAMESPACE)
+//
+// The files are read once at start. Any replica may serve any XR's
+// details: they are stored in the XR's staging Secret, which requeues the
+// XR on the bus for the replica that owns it.
 package main
 
 import (
@@ -8,6 +33,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,6 +62,7 @@ import (
 	"github.com/loomxr/loom/services/secrets/internal/kube"
 	"github.com/loomxr/loom/services/secrets/internal/route"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
+	"github.com/loomxr/loom/services/secrets/internal/staging"
 	"github.com/loomxr/loom/services/secrets/internal/tracker"
 )
 
@@ -46,6 +74,13 @@ type flags struct {
 	qps           float64
 	burst         int
 	definitionTTL time.Duration
+	grpc          grpcFlags
+}
+
+// grpcFlags configure the endpoint that receives the connection details of
+// Pipeline XRs from the renderer.
+type grpcFlags struct {
+	addr, certFile, keyFile, clientCAFile, clientIdentity, namespace string
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -59,6 +94,18 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.burst, "kube-burst", service.EnvInt("LOOM_SECRETS_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_SECRETS_KUBE_BURST)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_SECRETS_DEFINITION_TTL", definition.DefaultTTL),
 		"how long XRDs and Compositions are cached; a changed connectionSecretKeys applies within it (env LOOM_SECRETS_DEFINITION_TTL)")
+	fs.StringVar(&f.grpc.addr, "grpc-addr", os.Getenv("LOOM_SECRETS_GRPC_ADDR"),
+		"address of the gRPC endpoint (mutual TLS) on which the renderer hands over the connection details that functions return; empty disables it (env LOOM_SECRETS_GRPC_ADDR)")
+	fs.StringVar(&f.grpc.certFile, "grpc-tls-cert-file", os.Getenv("LOOM_SECRETS_GRPC_TLS_CERT_FILE"),
+		"PEM server certificate of the gRPC endpoint (env LOOM_SECRETS_GRPC_TLS_CERT_FILE)")
+	fs.StringVar(&f.grpc.keyFile, "grpc-tls-key-file", os.Getenv("LOOM_SECRETS_GRPC_TLS_KEY_FILE"),
+		"PEM key of the server certificate (env LOOM_SECRETS_GRPC_TLS_KEY_FILE)")
+	fs.StringVar(&f.grpc.clientCAFile, "grpc-client-ca-file", os.Getenv("LOOM_SECRETS_GRPC_CLIENT_CA_FILE"),
+		"PEM CA certificates that sign the renderer's client certificate (env LOOM_SECRETS_GRPC_CLIENT_CA_FILE)")
+	fs.StringVar(&f.grpc.clientIdentity, "grpc-client-identity", envString("LOOM_SECRETS_GRPC_CLIENT_IDENTITY", staging.DefaultClientIdentity),
+		"the only client allowed on the gRPC endpoint: common name or DNS name of its certificate (env LOOM_SECRETS_GRPC_CLIENT_IDENTITY)")
+	fs.StringVar(&f.grpc.namespace, "namespace", envString("LOOM_SECRETS_NAMESPACE", staging.DefaultNamespace),
+		"the service's own namespace, which holds the staging Secrets of Pipeline XRs' connection details (env LOOM_SECRETS_NAMESPACE)")
 }
 
 func main() {
@@ -132,7 +179,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	store = secret.New(c, trk)
 
 	xrs := composite.NewReconciler(c, definition.New(c, f.definitionTTL), store, trk,
-		composite.WithLogger(rt.Log), composite.WithRecorder(rec))
+		composite.WithLogger(rt.Log), composite.WithRecorder(rec), composite.WithStagingNamespace(f.grpc.namespace))
 	h := route.NewHandler(xrs, c, pub, rt.Log, source)
 	w, err := bus.NewWorker(rt.NATS, js, bus.Secrets, rt.Config.ReplicaID, h,
 		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency))
@@ -165,6 +212,15 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	if !cache.WaitForCacheSync(ctx.Done(), trk.HasSynced) {
 		return nil
 	}
+	if f.grpc.addr != "" {
+		// Its own Store: the tracker must see the staging Secrets it writes.
+		srv := staging.NewServer(secret.New(c, trk), pub, f.grpc.namespace, staging.WithLogger(rt.Log), staging.WithSource(source))
+		stop, err := serveGRPC(rt, srv, f.grpc)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	rt.Log.Info("ready")
 	err = w.Run(ctx)
 
@@ -178,6 +234,45 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	return err
 }
 
+// serveGRPC serves srv on the configured address in the background and
+// returns a function that stops it, letting calls in flight finish for a
+// few seconds.
+func serveGRPC(rt *service.Runtime, srv *staging.Server, f grpcFlags) (func(), error) {
+	if f.certFile == "" || f.keyFile == "" || f.clientCAFile == "" {
+		return nil, errors.New("cannot serve gRPC: --grpc-addr needs --grpc-tls-cert-file, --grpc-tls-key-file and --grpc-client-ca-file (mutual TLS is required)")
+	}
+	cfg, err := staging.ServerTLS(f.certFile, f.keyFile, f.clientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("cannot serve gRPC: %w", err)
+	}
+	l, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot serve gRPC: %w", err)
+	}
+	g := staging.NewGRPCServer(srv, cfg, f.clientIdentity)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := g.Serve(l); err != nil {
+			rt.Log.Error("gRPC endpoint failed", "addr", f.addr, "err", err)
+		}
+	}()
+	rt.Log.Info("serving connection details of Pipeline XRs over gRPC", "addr", l.Addr().String(), "clientIdentity", f.clientIdentity)
+	return func() {
+		stopped := make(chan struct{})
+		go func() {
+			g.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			g.Stop()
+		}
+		<-done
+	}, nil
+}
+
 // retry calls f with exponential backoff until it succeeds or ctx ends.
 func retry(ctx context.Context, f func() error, notify func(error, time.Duration)) error {
 	bo := backoff.NewExponentialBackOff(backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(0))
@@ -186,4 +281,13 @@ func retry(ctx context.Context, f func() error, notify func(error, time.Duration
 		return errors.Join(err, ctx.Err())
 	}
 	return err
+}
+
+// envString returns environment variable k, or def when it is unset or
+// empty.
+func envString(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
 }

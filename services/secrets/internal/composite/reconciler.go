@@ -16,7 +16,10 @@
 //  3. reads the composed resources of spec.resourceRefs (GET each), records
 //     the Secrets they name with the tracker, then reads the connection
 //     Secrets the Composition needs (only those the tracker's cache says
-//     exist);
+//     exist); for a Composition in mode Pipeline it reads the XR's staging
+//     Secret instead, which holds the connection details the functions
+//     returned (package staging), and the composed resources' Secrets are
+//     only tracked, so that their changes re-render the XR;
 //  4. computes the Secret's data (package connection) and writes it when it
 //     differs (package secret): once every expected key is there, or the
 //     XR is Ready, or the Secret exists already (so that a later change,
@@ -45,6 +48,12 @@
 // none is written while the first publication is pending (unless a key is
 // missing), to save writes. Failures are also Warning events, when the
 // condition changes. Messages name keys and Secrets, never values.
+//
+// # Pipeline XRs
+//
+// Nothing is published for a Pipeline XR before the renderer has handed
+// its functions' connection details over (its staging Secret exists): an
+// XR's Secret is never emptied because they are not known yet.
 package composite
 
 import (
@@ -73,6 +82,7 @@ import (
 	"github.com/loomxr/loom/services/secrets/internal/event"
 	"github.com/loomxr/loom/services/secrets/internal/kube"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
+	"github.com/loomxr/loom/services/secrets/internal/staging"
 	"github.com/loomxr/loom/services/secrets/internal/tracker"
 )
 
@@ -121,7 +131,7 @@ type Store interface {
 // A Tracker records which Secrets an XR depends on and knows which
 // connection Secrets exist (see tracker.Tracker).
 type Tracker interface {
-	Track(xr tracker.Target, secrets []secret.Key, composed []types.UID)
+	Track(xr tracker.Target, d tracker.Deps)
 	Forget(uid types.UID)
 	Metadata(k secret.Key) (*metav1.PartialObjectMetadata, bool)
 }
@@ -136,6 +146,8 @@ type Reconciler struct {
 	rec     event.Recorder
 	log     *slog.Logger
 	now     func() time.Time
+	// staging is the namespace of the staging Secrets of Pipeline XRs.
+	staging string
 
 	// conflicts remembers, per XR, the key conflicts last reported, so that
 	// each new set is reported once.
@@ -157,9 +169,15 @@ func WithRecorder(r event.Recorder) Option { return func(rc *Reconciler) { rc.re
 // WithLogger sets the logger (default: slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(rc *Reconciler) { rc.log = l } }
 
+// WithStagingNamespace sets where the staging Secrets of Pipeline XRs are
+// (default staging.DefaultNamespace): the namespace of the service, where
+// its staging.Server writes them.
+func WithStagingNamespace(ns string) Option { return func(rc *Reconciler) { rc.staging = ns } }
+
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, s Store, t Tracker, o ...Option) *Reconciler {
-	r := &Reconciler{client: c, defs: d, store: s, tracker: t, rec: event.Nop, log: slog.Default(), now: time.Now, conflicts: map[types.UID]string{}, templates: newTemplateMemo(16384)}
+	r := &Reconciler{client: c, defs: d, store: s, tracker: t, rec: event.Nop, log: slog.Default(), now: time.Now, staging: staging.DefaultNamespace,
+		conflicts: map[types.UID]string{}, templates: newTemplateMemo(16384)}
 	for _, fn := range o {
 		fn(r)
 	}
@@ -195,10 +213,12 @@ type xrState struct {
 	xrd    *v1.CompositeResourceDefinition
 	comp   *definition.Composition
 	key    secret.Key
-	// deps are the Secrets and composed resources the XR depends on, as
-	// recorded with the tracker.
-	deps []secret.Key
-	uids []types.UID
+	// deps are what the XR depends on, as recorded with the tracker.
+	deps tracker.Deps
+	// returned are the connection details a Pipeline XR's functions
+	// returned, and staged whether its staging Secret exists.
+	returned map[string][]byte
+	staged   bool
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, t tracker.Target) (outcome, error) {
@@ -253,7 +273,8 @@ func (r *Reconciler) reconcile(ctx context.Context, t tracker.Target) (outcome, 
 	if err != nil {
 		return o, err
 	}
-	res, err := connection.Compute(connection.Input{Plan: st.comp.Plan, Resources: composed, Keys: xrd.GetConnectionSecretKeys()})
+	res, err := connection.Compute(connection.Input{Plan: st.comp.Plan, Resources: composed, Keys: xrd.GetConnectionSecretKeys(),
+		Returned: st.returned, HasReturned: st.staged})
 	if err != nil {
 		return o, r.fail(ctx, st, ReasonInvalid, fmt.Errorf("cannot compute the connection details of %s: %w", st.comp.Name, err), true)
 	}
@@ -263,6 +284,10 @@ func (r *Reconciler) reconcile(ctx context.Context, t tracker.Target) (outcome, 
 
 	ready := isReady(xr)
 	publish := ready || res.Complete || r.store.Exists(st.key)
+	if st.comp.Plan.Pipeline && !st.staged {
+		// What the functions return is not known yet.
+		publish = false
+	}
 	changed := false
 	if publish {
 		changed, err = r.store.Ensure(ctx, secret.Desired{Key: st.key, Owner: ownerRef(xr), Data: res.Data})
@@ -319,7 +344,8 @@ func (r *Reconciler) secretRef(st *xrState) (secret.Key, bool) {
 }
 
 // observe reads the XR's composed resources and the connection Secrets the
-// Composition needs, and records them with the tracker first.
+// Composition needs (for a pipeline: the staging Secret), and records them
+// with the tracker first.
 func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Observed, error) {
 	refs, _, _ := unstructured.NestedSlice(st.xr.Object, "spec", "resourceRefs")
 	var (
@@ -381,8 +407,14 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 	}
 	// Record before reading, so that a Secret that changes after the read
 	// requeues the XR.
-	st.deps, st.uids = append(keys, st.key), uids
-	r.tracker.Track(st.target, st.deps, st.uids)
+	st.deps = tracker.Deps{Secrets: []secret.Key{st.key}, Composed: uids, Observed: keys, Pipeline: st.comp.Plan.Pipeline}
+	if st.comp.Plan.Pipeline {
+		st.deps.Secrets = append(st.deps.Secrets, staging.Key(r.staging, st.xr.GetUID()))
+	}
+	r.tracker.Track(st.target, st.deps)
+	if st.comp.Plan.Pipeline {
+		return out, r.readStaging(ctx, st)
+	}
 	for i, k := range secrets {
 		if _, ok := r.tracker.Metadata(k); !ok {
 			// It does not exist (yet): its creation requeues the XR.
@@ -403,11 +435,32 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 	return out, nil
 }
 
+// readStaging reads what a Pipeline XR's functions returned from its
+// staging Secret. It is read even when the tracker's cache does not know it
+// yet: the requeue that follows its creation may outrun the cache.
+func (r *Reconciler) readStaging(ctx context.Context, st *xrState) error {
+	k := staging.Key(r.staging, st.xr.GetUID())
+	s, err := r.client.GetSecret(ctx, k.Namespace, k.Name)
+	if kerrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot get staging Secret %s of %s %q: %w", k, st.xr.GetKind(), st.xr.GetName(), err)
+	}
+	if c := metav1.GetControllerOfNoCopy(s); c == nil || c.UID != st.xr.GetUID() {
+		// Not this XR's: a Secret of the same name it must not trust.
+		return nil
+	}
+	st.returned, st.staged = s.Data, true
+	return nil
+}
+
 // contributes reports whether the resource of a template can contribute
 // connection details: always when aggregating, otherwise when its template
-// lists some.
+// lists some. A pipeline's resources are always read: their Secrets are
+// tracked, because the functions observe them.
 func contributes(p connection.Plan, tmpl string) bool {
-	if p.Aggregate {
+	if p.Aggregate || p.Pipeline {
 		return true
 	}
 	for _, t := range p.Templates {
@@ -464,7 +517,9 @@ func (r *Reconciler) copyToClaim(ctx context.Context, st *xrState, data map[stri
 		return false, nil
 	}
 	k := secret.Key{Namespace: ns, Name: to}
-	r.tracker.Track(st.target, append(slices.Clone(st.deps), k), st.uids)
+	deps := st.deps
+	deps.Secrets = append(slices.Clone(st.deps.Secrets), k)
+	r.tracker.Track(st.target, deps)
 	wrote, err := r.store.Ensure(ctx, secret.Desired{Key: k, Owner: ownerRef(claim), Data: data})
 	if err != nil || !wrote {
 		return wrote, err
@@ -488,13 +543,13 @@ func (r *Reconciler) condition(st *xrState, res connection.Result, published boo
 	if len(res.Missing) > 0 {
 		msg := fmt.Sprintf("%s cannot provide the connection secret keys that CompositeResourceDefinition %q declares: %s",
 			st.comp.Name, st.xrd.GetName(), strings.Join(res.Missing, ", "))
-		if u := st.comp.Plan.Unseen; len(u) > 0 {
-			msg += fmt.Sprintf(" (Loom cannot see connection details returned by the functions of pipeline steps %s)", strings.Join(u, ", "))
-		}
 		return newCondition(corev1.ConditionFalse, ReasonMissingKeys, msg), true
 	}
 	_, had := conditionOf(st.xr, TypeConnectionDetailsReady)
 	switch {
+	case st.comp.Plan.Pipeline && !st.staged && (had || isReady(st.xr)):
+		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
+			fmt.Sprintf("Connection Secret %s waits for the connection details that the functions of %s return, which the renderer hands over after it renders the XR", st.key, st.comp.Name)), true
 	case len(res.Absent) > 0 && (published || had):
 		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
 			fmt.Sprintf("Connection Secret %s waits for keys: %s", st.key, strings.Join(res.Absent, ", "))), true

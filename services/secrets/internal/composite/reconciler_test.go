@@ -33,12 +33,10 @@ var (
 // testTracker records what is tracked; its cache is the cluster's.
 type testTracker struct {
 	*fake.Cluster
-	tracked map[types.UID][]secret.Key
+	tracked map[types.UID]tracker.Deps
 }
 
-func (t *testTracker) Track(xr tracker.Target, secrets []secret.Key, _ []types.UID) {
-	t.tracked[xr.UID] = slices.Clone(secrets)
-}
+func (t *testTracker) Track(xr tracker.Target, d tracker.Deps) { t.tracked[xr.UID] = d }
 
 func (t *testTracker) Forget(uid types.UID) { delete(t.tracked, uid) }
 
@@ -366,7 +364,7 @@ spec:
 		t.Run(name, func(t *testing.T) {
 			c := fake.New(claimGVK.GroupKind())
 			tc.setup(t, c)
-			trk := &testTracker{Cluster: c, tracked: map[types.UID][]secret.Key{}}
+			trk := &testTracker{Cluster: c, tracked: map[types.UID]tracker.Deps{}}
 			var events []recorded
 			rec := event.RecorderFn(func(_ runtime.Object, typ, reason, msg string) { events = append(events, recorded{typ, reason, msg}) })
 			r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk, WithRecorder(rec))
@@ -434,7 +432,7 @@ spec:
 func TestRotation(t *testing.T) {
 	c := fake.New(claimGVK.GroupKind())
 	world(t, c, "db-abc", true)
-	trk := &testTracker{Cluster: c, tracked: map[types.UID][]secret.Key{}}
+	trk := &testTracker{Cluster: c, tracked: map[types.UID]tracker.Deps{}}
 	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r.now = func() time.Time { return now }
@@ -442,9 +440,13 @@ func TestRotation(t *testing.T) {
 	if _, err := r.Reconcile(t.Context(), target); err != nil {
 		t.Fatal(err)
 	}
-	wantTracked := []secret.Key{{Namespace: "system", Name: "server-conn"}, {Namespace: "system", Name: "rule-conn"}, {Namespace: "system", Name: "xr-1"}, {Namespace: "team", Name: "db-conn"}}
+	wantTracked := tracker.Deps{
+		Secrets:  []secret.Key{{Namespace: "system", Name: "xr-1"}, {Namespace: "team", Name: "db-conn"}},
+		Composed: []types.UID{"nop-1", "nop-2"},
+		Observed: []secret.Key{{Namespace: "system", Name: "server-conn"}, {Namespace: "system", Name: "rule-conn"}},
+	}
 	if diff := cmp.Diff(wantTracked, trk.tracked["xr-1"]); diff != "" {
-		t.Errorf("tracked Secrets: -want, +got:\n%s", diff)
+		t.Errorf("tracked: -want, +got:\n%s", diff)
 	}
 
 	c.SetSecretData("system", "server-conn", map[string][]byte{"pw": []byte("rotated")})
@@ -499,7 +501,7 @@ func TestInvalidDetails(t *testing.T) {
 	c := fake.New(claimGVK.GroupKind())
 	world(t, c, "db-abc", true)
 	c.Add(strings.Replace(revision, "    - {name: endpoint, fromFieldPath: status.endpoint}", "    - {fromFieldPath: status.endpoint}", 1))
-	trk := &testTracker{Cluster: c, tracked: map[types.UID][]secret.Key{}}
+	trk := &testTracker{Cluster: c, tracked: map[types.UID]tracker.Deps{}}
 	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk)
 	_, err := r.Reconcile(t.Context(), tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"})
 	if !bus.IsPermanent(err) {
@@ -527,7 +529,7 @@ metadata:
   annotations: {crossplane.io/composition-resource-name: group}
   ownerReferences: [{apiVersion: example.org/v1, kind: XDB, name: db, uid: xr-1, controller: true}]
 `)
-	trk := &testTracker{Cluster: c, tracked: map[types.UID][]secret.Key{}}
+	trk := &testTracker{Cluster: c, tracked: map[types.UID]tracker.Deps{}}
 	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk)
 	target := tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"}
 	for i, want := range []int{8, 5} {
@@ -538,5 +540,124 @@ metadata:
 		if got := c.Calls()[fake.Get]; got != want {
 			t.Errorf("reconcile %d: %d GETs, want %d: a resource whose template has no connection details is read once", i+1, got, want)
 		}
+	}
+}
+
+const pipelineRevision = `
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositionRevision
+metadata: {name: db-fn, labels: {crossplane.io/composition-name: db}}
+spec:
+  revision: 3
+  compositeTypeRef: {apiVersion: example.org/v1, kind: XDB}
+  writeConnectionSecretsToNamespace: system
+  mode: Pipeline
+  pipeline:
+  - step: compose
+    functionRef: {name: function-compose}
+`
+
+// TestPipeline publishes what a Pipeline XR's functions returned, as its
+// staging Secret holds it.
+func TestPipeline(t *testing.T) {
+	c := fake.New(claimGVK.GroupKind())
+	c.Add(pipelineRevision)
+	world(t, c, "db-fn", true)
+	trk := &testTracker{Cluster: c, tracked: map[types.UID]tracker.Deps{}}
+	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk, WithStagingNamespace("loom-system"))
+	target := tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"}
+	stagingKey := secret.Key{Namespace: "loom-system", Name: "loom-fn-xr-1"}
+	yes := true
+	stage := func(owner types.UID, data map[string]string) {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: stagingKey.Namespace, Name: stagingKey.Name,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.org/v1", Kind: "XDB", Name: "db", UID: owner, Controller: &yes}}},
+			Type: secret.TypeConnection, Data: map[string][]byte{}}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		c.PutSecret(s)
+	}
+	data := func(k secret.Key) map[string]string {
+		if s := c.Secret(k.Namespace, k.Name); s != nil {
+			return strs(s.Data)
+		}
+		return nil
+	}
+	xrKey, claimKey := secret.Key{Namespace: "system", Name: "xr-1"}, secret.Key{Namespace: "team", Name: "db-conn"}
+
+	steps := []struct {
+		name      string
+		reason    string
+		setup     func()
+		xr, claim map[string]string
+		condition string
+		calls     map[string]int
+	}{
+		{
+			name:      "NotHandedOver",
+			reason:    "Before the renderer handed the functions' details over, nothing is published; the Ready XR says what it waits for.",
+			condition: `False/WaitingForKeys: Connection Secret system/xr-1 waits for the connection details that the functions of CompositionRevision "db-fn" return, which the renderer hands over after it renders the XR`,
+			// XR, XRD, revision, three composed resources; the staging Secret.
+			calls: map[string]int{fake.Get: 6, fake.GetSecret: 1, fake.ApplyStatus: 1},
+		},
+		{
+			name:   "HandedOver",
+			reason: "What the functions returned is published, filtered by the XRD's keys, and copied to the claim; composed resources' Secrets play no part.",
+			setup: func() {
+				stage("xr-1", map[string]string{"username": "fn-user", "password": "fn-pw", "endpoint": "fn-host:5432", "debug": "x"})
+			},
+			xr:        map[string]string{"username": "fn-user", "password": "fn-pw", "endpoint": "fn-host:5432"},
+			claim:     map[string]string{"username": "fn-user", "password": "fn-pw", "endpoint": "fn-host:5432"},
+			condition: "True/Published: Connection Secret system/xr-1 is published",
+			calls:     map[string]int{fake.Get: 5, fake.GetSecret: 1, fake.CreateSecret: 2, fake.ApplyStatus: 2},
+		},
+		{
+			name:      "KeyRemoved",
+			reason:    "A key the functions no longer return disappears from both Secrets.",
+			setup:     func() { stage("xr-1", map[string]string{"username": "fn-user", "password": "rotated"}) },
+			xr:        map[string]string{"username": "fn-user", "password": "rotated"},
+			claim:     map[string]string{"username": "fn-user", "password": "rotated"},
+			condition: "False/WaitingForKeys: Connection Secret system/xr-1 waits for keys: endpoint",
+			calls:     map[string]int{fake.Get: 5, fake.GetSecret: 1, fake.UpdateSecret: 2, fake.ApplyStatus: 2},
+		},
+		{
+			name:      "NotOurs",
+			reason:    "A staging Secret controlled by another object is not trusted; the XR's Secrets keep what they hold.",
+			setup:     func() { stage("xr-2", map[string]string{"password": "mallory"}) },
+			xr:        map[string]string{"username": "fn-user", "password": "rotated"},
+			claim:     map[string]string{"username": "fn-user", "password": "rotated"},
+			condition: `False/WaitingForKeys: Connection Secret system/xr-1 waits for the connection details that the functions of CompositionRevision "db-fn" return, which the renderer hands over after it renders the XR`,
+			calls:     map[string]int{fake.Get: 4, fake.GetSecret: 1, fake.ApplyStatus: 1},
+		},
+	}
+	for _, s := range steps {
+		if s.setup != nil {
+			s.setup()
+		}
+		c.Calls()
+		if _, err := r.Reconcile(t.Context(), target); err != nil {
+			t.Fatalf("%s: Reconcile(...): %v", s.name, err)
+		}
+		if diff := cmp.Diff(s.calls, c.Calls(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: %s\nrequests -want, +got:\n%s", s.name, s.reason, diff)
+		}
+		if diff := cmp.Diff(s.xr, data(xrKey)); diff != "" {
+			t.Errorf("%s: %s\nXR Secret -want, +got:\n%s", s.name, s.reason, diff)
+		}
+		if diff := cmp.Diff(s.claim, data(claimKey)); diff != "" {
+			t.Errorf("%s: %s\nclaim Secret -want, +got:\n%s", s.name, s.reason, diff)
+		}
+		if diff := cmp.Diff(s.condition, condition(c)); diff != "" {
+			t.Errorf("%s: %s\ncondition -want, +got:\n%s", s.name, s.reason, diff)
+		}
+	}
+	want := tracker.Deps{
+		Secrets:  []secret.Key{xrKey, stagingKey},
+		Composed: []types.UID{"nop-1", "nop-2"},
+		Observed: []secret.Key{{Namespace: "system", Name: "server-conn"}, {Namespace: "system", Name: "rule-conn"}},
+		Pipeline: true,
+	}
+	if diff := cmp.Diff(want, trk.tracked["xr-1"]); diff != "" {
+		t.Errorf("tracked: the XR's and staging Secrets, and the composed resources' Secrets, which the functions observe: -want, +got:\n%s", diff)
 	}
 }

@@ -42,6 +42,11 @@ type Input struct {
 	// Keys are the XRD's connectionSecretKeys: when not empty, the only keys
 	// published.
 	Keys []string
+	// Returned are the connection details the XR's function pipeline
+	// returned (Plan.Pipeline only), and HasReturned whether the renderer
+	// has handed them over at all: until it has, nothing is complete.
+	Returned    map[string][]byte
+	HasReturned bool
 }
 
 // A Conflict is a key that several composed resources' Secrets hold when
@@ -82,11 +87,12 @@ type Result struct {
 	// Pending are the templates (sorted) whose resource does not exist yet,
 	// or names a connection Secret that does not exist yet, among those
 	// that contribute: every template when the Composition aggregates,
-	// those with connection details otherwise.
+	// those with connection details otherwise. Never set for a pipeline.
 	Pending []string
 	// Complete is true when nothing more is expected: no expected key is
 	// absent, or, for an aggregating Composition whose XRD declares no
-	// keys, no template is pending.
+	// keys, no template is pending. A pipeline is never complete before
+	// its returned details are known (Input.HasReturned).
 	Complete bool
 }
 
@@ -101,9 +107,12 @@ func Compute(in Input) (Result, error) {
 	var res Result
 	var data map[string][]byte
 	var err error
-	if in.Plan.Aggregate {
+	switch {
+	case in.Plan.Pipeline:
+		data = maps.Clone(in.Returned)
+	case in.Plan.Aggregate:
 		data, res.Conflicts, res.Pending = aggregate(in.Plan, in.Resources, byName)
-	} else {
+	default:
 		data, res.Pending, err = explicit(in.Plan, byName)
 		if err != nil {
 			return Result{}, err
@@ -145,7 +154,7 @@ func Compute(in Input) (Result, error) {
 	}
 	res.Missing = sortedUnique(res.Missing)
 	res.Absent = sortedUnique(res.Absent)
-	res.Complete = len(res.Absent) == 0 && (known || len(in.Keys) > 0 || len(res.Pending) == 0)
+	res.Complete = len(res.Absent) == 0 && (known || len(in.Keys) > 0 || len(res.Pending) == 0) && (!in.Plan.Pipeline || in.HasReturned)
 	if len(res.Data) == 0 {
 		res.Data = nil
 	}

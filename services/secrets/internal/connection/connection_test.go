@@ -57,6 +57,15 @@ resources:
     fromFieldPath: status.atProvider.fields.endpoint
 `
 
+// pipeline is a Composition in mode Pipeline.
+const pipeline = `
+compositeTypeRef: {apiVersion: a/v1, kind: X}
+mode: Pipeline
+pipeline:
+- step: s
+  functionRef: {name: f}
+`
+
 func TestPlanFor(t *testing.T) {
 	type want struct {
 		plan Plan
@@ -92,8 +101,8 @@ resources:
 `,
 			want: want{plan: Plan{Templates: []Template{{Name: "a"}}, Aggregate: true}},
 		},
-		"PipelinePatchAndTransform": {
-			reason: "The templates of function-patch-and-transform's input are read, in step order; other steps are unseen; a later template of the same name replaces an earlier one in place.",
+		"Pipeline": {
+			reason: "A pipeline's connection details are those its functions return; its steps' inputs, function-patch-and-transform's included, play no part.",
 			spec: `
 compositeTypeRef: {apiVersion: a/v1, kind: X}
 mode: Pipeline
@@ -108,42 +117,11 @@ pipeline:
       base: {apiVersion: v1, kind: ConfigMap}
       connectionDetails:
       - {name: password, type: FromConnectionSecretKey, fromConnectionSecretKey: pw}
-    - name: net
-      base: {apiVersion: v1, kind: ConfigMap, metadata: {annotations: {loom.dev/connection-secret-prefix: "net-"}}}
-- step: templating
-  functionRef: {name: function-go-templating}
-  input: {apiVersion: gotemplating.fn.crossplane.io/v1beta1, kind: GoTemplate}
-- step: more
-  functionRef: {name: function-patch-and-transform}
-  input:
-    apiVersion: pt.fn.crossplane.io/v1beta1
-    kind: Resources
-    resources:
-    - name: db
-      connectionDetails:
-      - {name: user, type: FromValue, value: admin}
-- step: ready
-  functionRef: {name: function-auto-ready}
-`,
-			want: want{plan: Plan{
-				Templates: []Template{
-					{Name: "db", Details: []v1.ConnectionDetail{{Name: ptr("user"), Type: ptr(v1.ConnectionDetailTypeFromValue), Value: ptr("admin")}}},
-					{Name: "net", Prefix: "net-"},
-				},
-				Unseen: []string{"templating", "ready"},
-			}},
-		},
-		"PipelineOpaque": {
-			reason: "A pipeline without function-patch-and-transform aggregates and says which steps Loom cannot see.",
-			spec: `
-compositeTypeRef: {apiVersion: a/v1, kind: X}
-mode: Pipeline
-pipeline:
 - step: templating
   functionRef: {name: function-go-templating}
   input: {apiVersion: gotemplating.fn.crossplane.io/v1beta1, kind: GoTemplate}
 `,
-			want: want{plan: Plan{Aggregate: true, Unseen: []string{"templating"}}},
+			want: want{plan: Plan{Pipeline: true}},
 		},
 		"InvalidBase": {
 			reason: "A base whose metadata cannot be decoded is an error.",
@@ -193,7 +171,11 @@ func TestCompute(t *testing.T) {
 		spec      string
 		resources func(t *testing.T) []Observed
 		keys      []string
-		want      want
+		// returned and hasReturned are what a pipeline's functions
+		// returned, and whether the renderer handed it over.
+		returned    map[string][]byte
+		hasReturned bool
+		want        want
 	}{
 		"MySQL": {
 			reason: "A renamed secret key, a FromValue and a FromFieldPath detail from two composed resources; the XRD's keys filter port out.",
@@ -388,6 +370,46 @@ resources:
 			resources: func(t *testing.T) []Observed { return []Observed{{Name: "a", Object: obj(t, `{}`)}} },
 			want:      want{res: Result{Complete: true}},
 		},
+		"Pipeline": {
+			reason: "A pipeline publishes what its functions returned, filtered by the XRD's keys; composed resources' Secrets play no part.",
+			spec:   pipeline,
+			resources: func(t *testing.T) []Observed {
+				return []Observed{server(t)}
+			},
+			keys:        []string{"password", "endpoint"},
+			returned:    map[string][]byte{"password": []byte("fn-pw"), "endpoint": []byte("db:5432"), "debug": []byte("x")},
+			hasReturned: true,
+			want: want{res: Result{
+				Data:     map[string][]byte{"password": []byte("fn-pw"), "endpoint": []byte("db:5432")},
+				Filtered: []string{"debug"},
+				Complete: true,
+			}},
+		},
+		"PipelineAbsentKey": {
+			reason:      "A declared key the functions did not return is absent, not missing: functions cannot be known before they run.",
+			spec:        pipeline,
+			resources:   func(t *testing.T) []Observed { return nil },
+			keys:        []string{"password", "endpoint"},
+			returned:    map[string][]byte{"password": []byte("fn-pw")},
+			hasReturned: true,
+			want: want{res: Result{
+				Data:   map[string][]byte{"password": []byte("fn-pw")},
+				Absent: []string{"endpoint"},
+			}},
+		},
+		"PipelineNothingReturned": {
+			reason:      "A pipeline whose functions returned nothing publishes an empty Secret, once the renderer said so.",
+			spec:        pipeline,
+			resources:   func(t *testing.T) []Observed { return nil },
+			hasReturned: true,
+			want:        want{res: Result{Complete: true}},
+		},
+		"PipelineNotHandedOver": {
+			reason:    "Before the renderer handed the pipeline's details over, nothing is complete.",
+			spec:      pipeline,
+			resources: func(t *testing.T) []Observed { return nil },
+			want:      want{res: Result{}},
+		},
 		"InvalidDetail": {
 			reason: "A connection detail that is not valid fails, naming its template and index.",
 			spec: `
@@ -407,7 +429,7 @@ resources:
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := Compute(Input{Plan: p, Resources: tc.resources(t), Keys: tc.keys})
+			got, err := Compute(Input{Plan: p, Resources: tc.resources(t), Keys: tc.keys, Returned: tc.returned, HasReturned: tc.hasReturned})
 			if diff := cmp.Diff(tc.want.err, err, cmpopts.EquateErrors()); diff != "" {
 				t.Errorf("\n%s\nCompute(...): -want error, +got error:\n%s", tc.reason, diff)
 			}

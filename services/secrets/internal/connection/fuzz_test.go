@@ -9,8 +9,10 @@ import (
 )
 
 // FuzzPlanFor feeds arbitrary bytes to the parts of a Composition that
-// PlanFor decodes itself: a template's base and a pipeline step's input. It
-// must never panic, and a plan it returns must compute without panicking.
+// PlanFor decodes itself (a template's base) or must leave alone (a
+// pipeline step's input, which is the function's business), and to what a
+// pipeline's functions return. It must never panic, and a plan it returns
+// must compute without panicking.
 func FuzzPlanFor(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"annotations":{"loom.dev/connection-secret-prefix":"a-"}}}`), []byte(`{"apiVersion":"pt.fn.crossplane.io/v1beta1","kind":"Resources","resources":[{"name":"a","connectionDetails":[{"name":"k","type":"FromValue","value":"v"}]}]}`))
 	f.Add([]byte(`{}`), []byte(`{"apiVersion":"pt.fn.crossplane.io/v1beta1","kind":"Resources","resources":[{"name":"a","base":{"metadata":1}}]}`))
@@ -24,7 +26,8 @@ func FuzzPlanFor(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			_, _ = Compute(Input{Plan: p, Resources: []Observed{{Name: "a", Object: map[string]any{}, HasSecretRef: true, Secret: map[string][]byte{"k": []byte("v")}}}, Keys: []string{"k"}})
+			_, _ = Compute(Input{Plan: p, Resources: []Observed{{Name: "a", Object: map[string]any{}, HasSecretRef: true, Secret: map[string][]byte{"k": []byte("v")}}}, Keys: []string{"k"},
+				Returned: map[string][]byte{string(input): base, "k": input}, HasReturned: len(base)%2 == 0})
 		}
 	})
 }

@@ -12,14 +12,15 @@
 //     semantics, through compose.ExtractConnectionDetails: FromConnectionSecretKey
 //     with optional renaming by name, FromFieldPath, FromValue; a later
 //     detail of the same name wins).
-//   - mode Pipeline: the connectionDetails of the templates of every step
-//     whose input is function-patch-and-transform's (pt.fn.crossplane.io
-//     Resources), with the same semantics. Connection details that other
-//     functions return for the XR are computed by the renderer, which must
-//     not put secret values on the bus: Loom cannot see them (Plan.Unseen
-//     names those steps) and they are not published.
-//   - a Composition that lists no connection details at all aggregates (the
-//     seed's rule): the XR's Secret is the union of every composed
+//   - mode Pipeline: exactly the connection details that the function
+//     pipeline returns for the XR (desired.composite.connection_details of
+//     the last step), as in Crossplane v1; the Composition itself says
+//     nothing about them. The renderer runs the pipeline and hands those
+//     details to the secrets service over mutual TLS (never on the bus),
+//     which keeps them in the XR's staging Secret (package staging); they
+//     reach Compute as Input.Returned.
+//   - a Composition in mode Resources that lists no connection details at
+//     all aggregates (the seed's rule): the XR's Secret is the union of every composed
 //     resource's connection Secret, in template order, a later template
 //     winning a key both hold (each such key is a Conflict). A template
 //     whose base carries the annotation loom.dev/connection-secret-prefix
@@ -29,16 +30,15 @@
 //
 // The XRD's connectionSecretKeys, when set, filter the keys. When the XRD
 // declares keys that the Composition cannot provide (no connection detail of
-// that name, outside aggregation), Result.Missing names them: the contract
-// check of the seed.
+// that name, in mode Resources outside aggregation), Result.Missing names
+// them: the contract check of the seed. What functions return cannot be
+// known before they run, so a Pipeline's keys are absent, never missing.
 package connection
 
 import (
 	"encoding/json"
 	"fmt"
 	"slices"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/compose"
@@ -48,10 +48,6 @@ import (
 // the keys its connection Secret contributes when the Composition
 // aggregates (lists no connection details).
 const AnnotationPrefix = "loom.dev/connection-secret-prefix"
-
-// patchAndTransform is the group and kind of function-patch-and-transform's
-// input.
-var patchAndTransform = schema.GroupKind{Group: "pt.fn.crossplane.io", Kind: "Resources"}
 
 // A Template is one composed resource of a Composition, as far as connection
 // details are concerned.
@@ -67,51 +63,30 @@ type Template struct {
 
 // A Plan is what a Composition says about the XR's connection details.
 type Plan struct {
-	// Templates in Composition order (for a pipeline: step order, then
-	// each step's resource order; a later step's template of the same name
-	// replaces the earlier one in place).
+	// Templates in Composition order (mode Resources).
 	Templates []Template
 	// Aggregate is true when no template lists connection details: the
 	// XR's Secret is then the union of the composed resources' Secrets.
 	Aggregate bool
-	// Unseen are the pipeline steps whose functions may return connection
-	// details that Loom cannot see (every step whose input is not
-	// function-patch-and-transform's).
-	Unseen []string
+	// Pipeline is true for a Composition in mode Pipeline: the XR's
+	// connection details are those its functions return (Input.Returned).
+	Pipeline bool
 }
 
-// PlanFor returns the Plan of a Composition's (or revision's) spec. An input
-// of function-patch-and-transform that cannot be decoded is an error.
+// PlanFor returns the Plan of a Composition's (or revision's) spec. A
+// template base whose annotations cannot be decoded is an error.
 func PlanFor(spec *v1.CompositionSpec) (Plan, error) {
+	if spec.GetMode() == v1.CompositionModePipeline {
+		return Plan{Pipeline: true}, nil
+	}
 	var p Plan
-	switch spec.GetMode() {
-	case v1.CompositionModePipeline:
-		for _, s := range spec.Pipeline {
-			ts, ok, err := patchAndTransformTemplates(s)
-			if err != nil {
-				return Plan{}, err
-			}
-			if !ok {
-				p.Unseen = append(p.Unseen, s.Step)
-				continue
-			}
-			for _, t := range ts {
-				if i := slices.IndexFunc(p.Templates, func(o Template) bool { return o.Name == t.Name }); i >= 0 {
-					p.Templates[i] = t
-					continue
-				}
-				p.Templates = append(p.Templates, t)
-			}
+	for i := range spec.Resources {
+		t := &spec.Resources[i]
+		prefix, err := basePrefix(t.Base.Raw)
+		if err != nil {
+			return Plan{}, fmt.Errorf("spec.resources[%d].base: %w", i, err)
 		}
-	default:
-		for i := range spec.Resources {
-			t := &spec.Resources[i]
-			prefix, err := basePrefix(t.Base.Raw)
-			if err != nil {
-				return Plan{}, fmt.Errorf("spec.resources[%d].base: %w", i, err)
-			}
-			p.Templates = append(p.Templates, Template{Name: compose.TemplateName(t, i), Prefix: prefix, Details: t.ConnectionDetails})
-		}
+		p.Templates = append(p.Templates, Template{Name: compose.TemplateName(t, i), Prefix: prefix, Details: t.ConnectionDetails})
 	}
 	p.Aggregate = !slices.ContainsFunc(p.Templates, func(t Template) bool { return len(t.Details) > 0 })
 	return p, nil
@@ -119,9 +94,10 @@ func PlanFor(spec *v1.CompositionSpec) (Plan, error) {
 
 // Provides returns the names of the keys the plan's connection details can
 // provide, sorted, and whether the plan says: an aggregating plan cannot
-// know its keys before the composed resources' Secrets exist.
+// know its keys before the composed resources' Secrets exist, nor a
+// pipeline before its functions run.
 func (p Plan) Provides() ([]string, bool) {
-	if p.Aggregate {
+	if p.Aggregate || p.Pipeline {
 		return nil, false
 	}
 	var keys []string
@@ -145,44 +121,6 @@ func detailName(d v1.ConnectionDetail) string {
 		return *d.FromConnectionSecretKey
 	}
 	return ""
-}
-
-// ptInput is the part of function-patch-and-transform's input that
-// connection details need.
-type ptInput struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Resources  []struct {
-		Name              string                `json:"name"`
-		Base              json.RawMessage       `json:"base,omitempty"`
-		ConnectionDetails []v1.ConnectionDetail `json:"connectionDetails,omitempty"`
-	} `json:"resources"`
-}
-
-// patchAndTransformTemplates returns the templates of a step whose input is
-// function-patch-and-transform's, and false for any other step.
-func patchAndTransformTemplates(s v1.PipelineStep) ([]Template, bool, error) {
-	if s.Input == nil || len(s.Input.Raw) == 0 {
-		return nil, false, nil
-	}
-	var in ptInput
-	if err := json.Unmarshal(s.Input.Raw, &in); err != nil {
-		// Not an object of the shape we know; some other function's input.
-		return nil, false, nil //nolint:nilerr // Other functions' inputs are opaque.
-	}
-	gv, err := schema.ParseGroupVersion(in.APIVersion)
-	if err != nil || gv.WithKind(in.Kind).GroupKind() != patchAndTransform {
-		return nil, false, nil //nolint:nilerr // Other functions' inputs are opaque.
-	}
-	ts := make([]Template, 0, len(in.Resources))
-	for i, r := range in.Resources {
-		prefix, err := basePrefix(r.Base)
-		if err != nil {
-			return nil, false, fmt.Errorf("spec.pipeline step %q: input.resources[%d].base: %w", s.Step, i, err)
-		}
-		ts = append(ts, Template{Name: r.Name, Prefix: prefix, Details: r.ConnectionDetails})
-	}
-	return ts, true, nil
 }
 
 // basePrefix reads AnnotationPrefix from a template's base.

@@ -11,8 +11,8 @@
 // whole, so keys that disappear upstream disappear downstream. Every write
 // uses the field manager loom-secrets and sets type
 // connection.crossplane.io/v1alpha1, the label
-// app.kubernetes.io/managed-by: loom-secrets and a controller reference to
-// the owner (the XR or the claim), so that the garbage collector deletes the
+// app.kubernetes.io/managed-by: loom-secrets (and the labels the caller
+// asks for) and a controller reference to the owner (the XR or the claim), so that the garbage collector deletes the
 // Secret with its owner. Like Crossplane, a Store refuses to write a Secret
 // that another object controls, or an uncontrolled Secret of another type.
 //
@@ -87,6 +87,8 @@ type Desired struct {
 	Owner metav1.OwnerReference
 	// Data is the Secret's whole data.
 	Data map[string][]byte
+	// Labels are further labels the Secret carries, beside LabelManagedBy.
+	Labels map[string]string
 }
 
 // DefaultMemoSize bounds how many Secrets a Store remembers; beyond it the
@@ -133,7 +135,7 @@ func (s *Store) Ensure(ctx context.Context, d Desired) (bool, error) {
 		// reading it.
 		cur := &corev1.Secret{ObjectMeta: *m.ObjectMeta.DeepCopy(), Type: TypeConnection}
 		cur.ManagedFields = nil
-		wrote, err := s.update(ctx, d, cur, want)
+		wrote, err := s.update(ctx, d, cur, w.digest, want)
 		if !kerrors.IsConflict(err) {
 			return wrote, err
 		}
@@ -151,7 +153,7 @@ func (s *Store) Ensure(ctx context.Context, d Desired) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cannot get connection Secret %s: %w", d.Key, err)
 	}
-	return s.update(ctx, d, cur, want)
+	return s.update(ctx, d, cur, Digest(cur.Data), want)
 }
 
 // create creates the Secret.
@@ -172,15 +174,17 @@ func (s *Store) create(ctx context.Context, d Desired, digest [sha256.Size]byte)
 	return true, nil
 }
 
-// update makes cur, the current Secret, as desired if it is not.
-func (s *Store) update(ctx context.Context, d Desired, cur *corev1.Secret, digest [sha256.Size]byte) (bool, error) {
+// update makes cur, the current Secret whose data has the digest have, as
+// desired if it is not. cur may come from the metadata cache, without its
+// data: have says what the data is.
+func (s *Store) update(ctx context.Context, d Desired, cur *corev1.Secret, have, digest [sha256.Size]byte) (bool, error) {
 	if err := controllable(cur, d.Owner.UID); err != nil {
 		s.forget(d.Key)
 		return false, fmt.Errorf("%w %s: %w", ErrNotControllable, d.Key, err)
 	}
 	want := cur.DeepCopy()
 	setDesired(want, d)
-	if Digest(cur.Data) == digest && maps.Equal(cur.Labels, want.Labels) && slices.EqualFunc(cur.OwnerReferences, want.OwnerReferences, sameRef) {
+	if have == digest && maps.Equal(cur.Labels, want.Labels) && slices.EqualFunc(cur.OwnerReferences, want.OwnerReferences, sameRef) {
 		s.remember(d.Key, cur.ResourceVersion, digest)
 		return false, nil
 	}
@@ -202,6 +206,7 @@ func setDesired(sec *corev1.Secret, d Desired) {
 	if sec.Labels == nil {
 		sec.Labels = map[string]string{}
 	}
+	maps.Copy(sec.Labels, d.Labels)
 	sec.Labels[LabelManagedBy] = ManagedBy
 	owner := d.Owner
 	yes := true

@@ -71,6 +71,12 @@ func TestEnsure(t *testing.T) {
 			want: want{wrote: true, calls: map[string]int{fake.UpdateSecret: 1},
 				data: map[string][]byte{"user": []byte("admin"), "password": []byte("new")}, owner: []metav1.OwnerReference{ours}},
 		},
+		"EmptiedWithoutRead": {
+			reason:  "A Secret the store wrote is emptied without a read when every key disappears upstream.",
+			prior:   new(desired(map[string]string{"user": "admin"})),
+			desired: desired(nil),
+			want:    want{wrote: true, calls: map[string]int{fake.UpdateSecret: 1}, owner: []metav1.OwnerReference{ours}},
+		},
 		"ChangedBySomeoneElse": {
 			reason: "A Secret changed since the store wrote it is read, then restored.",
 			prior:  new(desired(map[string]string{"user": "admin"})),
@@ -215,5 +221,19 @@ func TestWritten(t *testing.T) {
 	c2 := fake.New()
 	if secret.New(c2, c2).Exists(key) {
 		t.Errorf("Exists(%s): true for a Secret nobody wrote", key)
+	}
+}
+
+func TestEnsureLabels(t *testing.T) {
+	c := fake.New()
+	s := secret.New(c, c)
+	d := desired(map[string]string{"user": "admin"})
+	d.Labels = map[string]string{"loom.dev/composite-uid": "xr-uid", secret.LabelManagedBy: "someone-else"}
+	if _, err := s.Ensure(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"loom.dev/composite-uid": "xr-uid", secret.LabelManagedBy: secret.ManagedBy}
+	if diff := cmp.Diff(want, c.Secret(key.Namespace, key.Name).Labels); diff != "" {
+		t.Errorf("Ensure(...): the caller's labels are added and managed-by is always Loom's: -want, +got:\n%s", diff)
 	}
 }

@@ -17,7 +17,10 @@
 //   - a Secret controlled by (owner reference to) a composed resource of an
 //     XR maps to the XR;
 //   - the XR's own connection Secret and its claim's copy map to the XR, so
-//     that a Secret someone changed or deleted is restored.
+//     that a Secret someone changed or deleted is restored;
+//   - the staging Secret of a Pipeline XR (package staging), which holds
+//     what its functions return, maps to the XR; a staging Secret the index
+//     does not know maps to the XR its label and controller reference name.
 //
 // A change of an indexed Secret publishes a REQUEUE event targeting the XR
 // on the secrets work stream, so the replica that owns the XR's partition
@@ -25,6 +28,17 @@
 // resourceVersion), never its content; its Nats-Msg-Id (XR UID, Secret UID,
 // resourceVersion) lets several replicas that indexed the same XR publish
 // it once.
+//
+// # Pipeline XRs
+//
+// The connection details of a Pipeline XR are what its functions return,
+// and functions read the connection details of the composed resources they
+// observe. So a change of a composed resource's connection Secret (one it
+// names, or one it controls) publishes the REQUEUE event on the renderer's
+// work stream instead: the renderer renders the XR again and hands the
+// functions' new details to the staging Secret, whose change then requeues
+// the XR here. The deletion of a staging Secret asks the renderer too, so
+// that it hands the details over again.
 //
 // A change of a Secret the index does not know, but that a composed resource
 // controls, is traced through the owner: the replica that owns the
@@ -59,6 +73,7 @@ import (
 	"github.com/loomxr/loom/pkg/bus"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
+	"github.com/loomxr/loom/services/secrets/internal/staging"
 )
 
 // A Target is an XR to handle again. Loom publishes connection Secrets for
@@ -105,11 +120,33 @@ type Tracker struct {
 	byOwner  map[types.UID]map[types.UID]struct{}
 }
 
+// Deps are what an XR's connection Secrets depend on.
+type Deps struct {
+	// Secrets: a change of one requeues the XR.
+	Secrets []secret.Key
+	// Composed are the UIDs of the XR's composed resources: a change of a
+	// Secret one of them controls is a change of their connection details.
+	Composed []types.UID
+	// Observed are the connection Secrets the composed resources name.
+	// A change of one is a change of their connection details.
+	Observed []secret.Key
+	// Pipeline says the XR is rendered by a function pipeline: a change of
+	// its composed resources' connection details asks the renderer to
+	// render it again, instead of requeueing it here.
+	Pipeline bool
+}
+
 // entry is what the index holds for one XR.
 type entry struct {
-	target  Target
-	secrets []secret.Key
-	owners  []types.UID
+	target Target
+	deps   Deps
+}
+
+// hit is an XR that a changed Secret concerns, and what to do about it.
+type hit struct {
+	target Target
+	// requeue the XR on the secrets stream; render it on the renderer's.
+	requeue, render bool
 }
 
 // An Option configures a Tracker.
@@ -214,24 +251,32 @@ func (t *Tracker) Metadata(k secret.Key) (*metav1.PartialObjectMetadata, bool) {
 	return m, m != nil
 }
 
-// Track records that XR xr depends on the given Secrets and on the
-// composed resources with the given UIDs (whose Secrets it also depends
-// on), replacing what was recorded for it before. Call it before reading
-// the Secrets, so that a change after the read is never missed.
-func (t *Tracker) Track(xr Target, secrets []secret.Key, composed []types.UID) {
+// Track records what XR xr depends on, replacing what was recorded for it
+// before. Call it before reading the Secrets, so that a change after the
+// read is never missed.
+func (t *Tracker) Track(xr Target, d Deps) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.xrs[xr.UID]
-	if e != nil && e.target == xr && slices.Equal(e.secrets, secrets) && slices.Equal(e.owners, composed) {
+	if e != nil && e.target == xr && e.deps.Pipeline == d.Pipeline && slices.Equal(e.deps.Secrets, d.Secrets) &&
+		slices.Equal(e.deps.Composed, d.Composed) && slices.Equal(e.deps.Observed, d.Observed) {
 		return
 	}
 	t.unindex(xr.UID)
-	e = &entry{target: xr, secrets: slices.Clone(secrets), owners: slices.Clone(composed)}
+	e = &entry{target: xr, deps: Deps{
+		Secrets:  slices.Clone(d.Secrets),
+		Composed: slices.Clone(d.Composed),
+		Observed: slices.Clone(d.Observed),
+		Pipeline: d.Pipeline,
+	}}
 	t.xrs[xr.UID] = e
-	for _, k := range e.secrets {
+	for _, k := range e.deps.Secrets {
 		add(t.bySecret, k, xr.UID)
 	}
-	for _, o := range e.owners {
+	for _, k := range e.deps.Observed {
+		add(t.bySecret, k, xr.UID)
+	}
+	for _, o := range e.deps.Composed {
 		add(t.byOwner, o, xr.UID)
 	}
 }
@@ -256,10 +301,13 @@ func (t *Tracker) unindex(uid types.UID) {
 		return
 	}
 	delete(t.xrs, uid)
-	for _, k := range e.secrets {
+	for _, k := range e.deps.Secrets {
 		remove(t.bySecret, k, uid)
 	}
-	for _, o := range e.owners {
+	for _, k := range e.deps.Observed {
+		remove(t.bySecret, k, uid)
+	}
+	for _, o := range e.deps.Composed {
 		remove(t.byOwner, o, uid)
 	}
 }
@@ -282,26 +330,39 @@ func remove[K comparable](m map[K]map[types.UID]struct{}, k K, uid types.UID) {
 	}
 }
 
-// targets returns the XRs that depend on the Secret m, sorted by UID.
-func (t *Tracker) targets(m *metav1.PartialObjectMetadata) []Target {
+// targets returns the XRs that depend on the Secret m, sorted by UID, and
+// what to do about each.
+func (t *Tracker) targets(m *metav1.PartialObjectMetadata) []hit {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	k := secret.Key{Namespace: m.Namespace, Name: m.Name}
 	uids := map[types.UID]struct{}{}
-	maps.Copy(uids, t.bySecret[secret.Key{Namespace: m.Namespace, Name: m.Name}])
+	maps.Copy(uids, t.bySecret[k])
 	for _, r := range m.OwnerReferences {
 		maps.Copy(uids, t.byOwner[r.UID])
 	}
-	out := make([]Target, 0, len(uids))
+	out := make([]hit, 0, len(uids))
 	for uid := range uids {
-		if e := t.xrs[uid]; e != nil {
-			out = append(out, e.target)
+		e := t.xrs[uid]
+		if e == nil {
+			continue
 		}
+		h := hit{target: e.target, requeue: slices.Contains(e.deps.Secrets, k)}
+		composed := slices.Contains(e.deps.Observed, k) || slices.ContainsFunc(m.OwnerReferences, func(r metav1.OwnerReference) bool {
+			return slices.Contains(e.deps.Composed, r.UID)
+		})
+		if composed && e.deps.Pipeline {
+			h.render = true
+		} else if composed {
+			h.requeue = true
+		}
+		out = append(out, h)
 	}
-	slices.SortFunc(out, func(a, b Target) int {
-		if a.UID < b.UID {
+	slices.SortFunc(out, func(a, b hit) int {
+		if a.target.UID < b.target.UID {
 			return -1
 		}
-		if a.UID > b.UID {
+		if a.target.UID > b.target.UID {
 			return 1
 		}
 		return 0
@@ -319,16 +380,49 @@ func (t *Tracker) changed(obj any, deleted bool) {
 	if !deleted && t.own(k, m.ResourceVersion) {
 		return
 	}
-	targets := t.targets(m)
+	hits := t.targets(m)
 	ctx := t.context()
-	if len(targets) == 0 {
+	if m.Labels[staging.LabelComposite] != "" {
+		t.staged(ctx, m, hits, deleted)
+		return
+	}
+	if len(hits) == 0 {
 		if !deleted && m.Labels[secret.LabelManagedBy] != secret.ManagedBy {
 			t.trace(ctx, m)
 		}
 		return
 	}
-	for _, xr := range targets {
-		t.requeue(ctx, xr, m)
+	for _, h := range hits {
+		if h.requeue {
+			t.requeue(ctx, h.target, m)
+		}
+		if h.render {
+			t.render(ctx, h.target, m)
+		}
+	}
+}
+
+// staged handles a change of a staging Secret: it requeues its XR, found
+// in the index or else by the Secret's controller (by the replica that
+// owns the XR's partition). A deleted staging Secret also asks the renderer
+// to hand the XR's details over again.
+func (t *Tracker) staged(ctx context.Context, m *metav1.PartialObjectMetadata, hits []hit, deleted bool) {
+	if len(hits) == 0 {
+		c := metav1.GetControllerOfNoCopy(m)
+		if c == nil || string(c.UID) != m.Labels[staging.LabelComposite] || (t.owns != nil && !t.owns(c.UID)) {
+			return
+		}
+		gv, err := schema.ParseGroupVersion(c.APIVersion)
+		if err != nil {
+			return
+		}
+		hits = []hit{{target: Target{GVK: gv.WithKind(c.Kind), Name: c.Name, UID: c.UID}}}
+	}
+	for _, h := range hits {
+		t.requeue(ctx, h.target, m)
+		if deleted {
+			t.render(ctx, h.target, m)
+		}
 	}
 }
 
@@ -338,20 +432,34 @@ func (t *Tracker) context() context.Context {
 	return t.ctx
 }
 
-// requeue publishes a REQUEUE event for xr because of Secret m.
+// requeue publishes a REQUEUE event for xr on the secrets stream because of
+// Secret m.
 func (t *Tracker) requeue(ctx context.Context, xr Target, m *metav1.PartialObjectMetadata) {
-	ev := &eventsv1.Event{
+	if err := t.pub.Publish(ctx, bus.Secrets, t.event(xr, m, "connection secret changed")); err != nil {
+		t.log.Info("Cannot requeue composite resource after its connection Secret changed",
+			"kind", xr.GVK.Kind, "name", xr.Name, "secret", m.Namespace+"/"+m.Name, "err", err)
+	}
+}
+
+// render publishes a REQUEUE event for xr on the renderer's stream because
+// of Secret m.
+func (t *Tracker) render(ctx context.Context, xr Target, m *metav1.PartialObjectMetadata) {
+	if err := t.pub.Publish(ctx, bus.Renderer, t.event(xr, m, "connection secret observed by composition functions changed")); err != nil {
+		t.log.Info("Cannot ask the renderer to render composite resource after a connection Secret changed",
+			"kind", xr.GVK.Kind, "name", xr.Name, "secret", m.Namespace+"/"+m.Name, "err", err)
+	}
+}
+
+// event is a REQUEUE event for xr naming Secret m.
+func (t *Tracker) event(xr Target, m *metav1.PartialObjectMetadata, reason string) *eventsv1.Event {
+	return &eventsv1.Event{
 		Object:          &eventsv1.ObjectRef{Version: "v1", Kind: "Secret", Namespace: m.Namespace, Name: m.Name, Uid: string(m.UID)},
 		ResourceVersion: m.ResourceVersion,
 		Type:            eventsv1.EventType_EVENT_TYPE_REQUEUE,
 		Target:          &eventsv1.ObjectRef{Group: xr.GVK.Group, Version: xr.GVK.Version, Kind: xr.GVK.Kind, Name: xr.Name, Uid: string(xr.UID)},
 		ObservedTime:    timestamppb.Now(),
-		Reason:          "connection secret changed",
+		Reason:          reason,
 		Source:          t.source,
-	}
-	if err := t.pub.Publish(ctx, bus.Secrets, ev); err != nil {
-		t.log.Info("Cannot requeue composite resource after its connection Secret changed",
-			"kind", xr.GVK.Kind, "name", xr.Name, "secret", m.Namespace+"/"+m.Name, "err", err)
 	}
 }
 
@@ -359,9 +467,10 @@ func (t *Tracker) requeue(ctx context.Context, xr Target, m *metav1.PartialObjec
 const traceTimeout = 10 * time.Second
 
 // trace requeues the controller of the controlling owner of an unknown
-// Secret, if this replica owns the owner's partition. It runs in the
-// background, a few at a time; beyond that it drops the lookup (the
-// watcher's resync still reaches the XR).
+// Secret, if this replica owns the owner's partition, and asks the renderer
+// to render it (it may be a Pipeline XR, whose functions observe the
+// Secret). It runs in the background, a few at a time; beyond that it drops
+// the lookup (the watcher's resync still reaches the XR).
 func (t *Tracker) trace(ctx context.Context, m *metav1.PartialObjectMetadata) {
 	if t.owners == nil || t.owns == nil {
 		return
@@ -389,6 +498,7 @@ func (t *Tracker) trace(ctx context.Context, m *metav1.PartialObjectMetadata) {
 		}
 		if ok {
 			t.requeue(ctx, xr, m)
+			t.render(ctx, xr, m)
 		}
 	}()
 }
