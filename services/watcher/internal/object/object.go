@@ -21,6 +21,11 @@ package object
 
 import (
 	"fmt"
+	"hash/fnv"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -132,6 +137,7 @@ func Transform(s Shape) cache.TransformFunc {
 		case *unstructured.Unstructured:
 			out := &unstructured.Unstructured{Object: prune(o.Object, keep)}
 			keepController(out)
+			out.SetAnnotations(digestAnnotations(o.GetAnnotations(), o.GetFinalizers()))
 			return out, nil
 		case *metav1.PartialObjectMetadata:
 			return stripMetadata(o), nil
@@ -189,10 +195,44 @@ func stripMetadata(in *metav1.PartialObjectMetadata) *metav1.PartialObjectMetada
 	out.Generation = in.Generation
 	out.Labels = in.Labels
 	out.DeletionTimestamp = in.DeletionTimestamp
+	out.Annotations = digestAnnotations(in.Annotations, in.Finalizers)
 	if c := controllerOf(in.OwnerReferences); c != nil {
 		out.OwnerReferences = []metav1.OwnerReference{*c}
 	}
 	return out
+}
+
+// AnnotationDigest is the one annotation a cached object keeps: a digest of
+// the annotations and finalizers it was cached without, so that the watcher
+// can tell a change of them from a change of the status alone. It exists
+// only in the watcher's cache, never on the API server.
+const AnnotationDigest = "loom.dev/watcher-metadata-digest"
+
+// digestAnnotations returns the cached object's annotations: the digest of
+// annotations and finalizers. Input that is already cached (holding just
+// the digest, no finalizers) is returned as is, keeping Transform
+// idempotent.
+func digestAnnotations(annotations map[string]string, finalizers []string) map[string]string {
+	if _, ok := annotations[AnnotationDigest]; ok && len(annotations) == 1 && len(finalizers) == 0 {
+		return annotations
+	}
+	if len(annotations) == 0 && len(finalizers) == 0 {
+		return nil
+	}
+	h := fnv.New64a()
+	keys := slices.Sorted(maps.Keys(annotations))
+	for _, k := range keys {
+		_, _ = io.WriteString(h, k)
+		_, _ = h.Write([]byte{0})
+		_, _ = io.WriteString(h, annotations[k])
+		_, _ = h.Write([]byte{0})
+	}
+	_, _ = h.Write([]byte{1})
+	for _, f := range finalizers {
+		_, _ = io.WriteString(h, f)
+		_, _ = h.Write([]byte{0})
+	}
+	return map[string]string{AnnotationDigest: strconv.FormatUint(h.Sum64(), 16)}
 }
 
 func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
@@ -217,6 +257,27 @@ type Meta struct {
 	Controller *metav1.OwnerReference
 	// Deleting is true once the object has a deletion timestamp.
 	Deleting bool
+	// Digest summarises the annotations and finalizers (AnnotationDigest);
+	// empty when the object has neither.
+	Digest string
+}
+
+// StatusOnly reports whether a change from old to cur touched nothing but
+// the status: the generation (which the API server bumps for any change of
+// the spec of an object with a status subresource), labels, annotations,
+// finalizers, deletion and controller are as they were. It is meaningful
+// only for kinds with a status subresource, such as XRs and claims.
+func StatusOnly(old, cur Meta) bool {
+	return old.UID == cur.UID && old.Generation == cur.Generation && cur.Generation != 0 &&
+		maps.Equal(old.Labels, cur.Labels) && old.Digest == cur.Digest &&
+		old.Deleting == cur.Deleting && controllerUID(old.Controller) == controllerUID(cur.Controller)
+}
+
+func controllerUID(r *metav1.OwnerReference) types.UID {
+	if r == nil {
+		return ""
+	}
+	return r.UID
 }
 
 // MetaOf returns the metadata of a cached object, unwrapping a deletion
@@ -240,6 +301,7 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 		Labels:          o.GetLabels(),
 		Controller:      controllerOf(o.GetOwnerReferences()),
 		Deleting:        o.GetDeletionTimestamp() != nil,
+		Digest:          o.GetAnnotations()[AnnotationDigest],
 	}, nil
 }
 

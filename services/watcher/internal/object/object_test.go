@@ -1,6 +1,7 @@
 package object
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -158,6 +159,9 @@ metadata:
 				t.Fatalf("Transform(): %v", err)
 			}
 			want := parse(t, tc.want)
+			in := parse(t, tc.in)
+			// The digest's own behaviour is TestDigest's business.
+			want.SetAnnotations(digestAnnotations(in.GetAnnotations(), in.GetFinalizers()))
 			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\nTransform(): -want, +got:\n%s", tc.reason, diff)
 			}
@@ -195,6 +199,7 @@ func TestTransformMetadata(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "x", Namespace: "ns", UID: "u1", ResourceVersion: "7", Generation: 2,
 			Labels:            map[string]string{"crossplane.io/composite": "p"},
+			Annotations:       digestAnnotations(map[string]string{"big": "value"}, []string{"f"}),
 			DeletionTimestamp: &now,
 			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "example.org/v1", Kind: "XParent", Name: "p", UID: "p1", Controller: &yes}},
 		},
@@ -216,6 +221,103 @@ func TestTransformMetadata(t *testing.T) {
 	tomb := cache.DeletedFinalStateUnknown{Key: "ns/x", Obj: want}
 	if got, _ := tf(tomb); got != any(tomb) {
 		t.Errorf("Transform(tombstone): want it unchanged, got %v", got)
+	}
+}
+
+func TestDigest(t *testing.T) {
+	base := digestAnnotations(map[string]string{"a": "1", "b": "2"}, []string{"f"})
+	cases := map[string]struct {
+		reason      string
+		annotations map[string]string
+		finalizers  []string
+		same        bool
+	}{
+		"Same": {
+			reason:      "The same annotations and finalizers give the same digest.",
+			annotations: map[string]string{"b": "2", "a": "1"}, finalizers: []string{"f"}, same: true,
+		},
+		"AnnotationValue": {
+			reason:      "A changed annotation value changes the digest.",
+			annotations: map[string]string{"a": "1", "b": "3"}, finalizers: []string{"f"},
+		},
+		"AnnotationShifted": {
+			reason:      "Moving text between key and value changes the digest.",
+			annotations: map[string]string{"a": "12", "b": ""}, finalizers: []string{"f"},
+		},
+		"FinalizerRemoved": {
+			reason:      "A removed finalizer changes the digest.",
+			annotations: map[string]string{"a": "1", "b": "2"},
+		},
+		"FinalizerAsAnnotation": {
+			reason:      "Finalizers and annotations do not mix.",
+			annotations: map[string]string{"a": "1", "b": "2", "f": ""},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := digestAnnotations(tc.annotations, tc.finalizers)
+			if same := got[AnnotationDigest] == base[AnnotationDigest]; same != tc.same {
+				t.Errorf("%s\ndigest %v, base %v: same = %t, want %t", tc.reason, got, base, same, tc.same)
+			}
+		})
+	}
+	if got := digestAnnotations(nil, nil); got != nil {
+		t.Errorf("digest of nothing: got %v, want nil", got)
+	}
+}
+
+func TestStatusOnly(t *testing.T) {
+	yes := true
+	old := Meta{UID: "u", Generation: 3, Labels: map[string]string{"l": "1"}, Digest: "d",
+		Controller: &metav1.OwnerReference{UID: "c", Controller: &yes}}
+	cases := map[string]struct {
+		reason string
+		change func(m *Meta)
+		want   bool
+	}{
+		"Status": {
+			reason: "Nothing but the resource version changed: the status did.",
+			change: func(m *Meta) { m.ResourceVersion = "9" },
+			want:   true,
+		},
+		"Spec": {
+			reason: "A new generation means a spec change.",
+			change: func(m *Meta) { m.Generation = 4 },
+		},
+		"Labels": {
+			reason: "Changed labels are not a status change.",
+			change: func(m *Meta) { m.Labels = map[string]string{"l": "2"} },
+		},
+		"AnnotationsOrFinalizers": {
+			reason: "A changed digest is not a status change.",
+			change: func(m *Meta) { m.Digest = "e" },
+		},
+		"Deleting": {
+			reason: "A deletion is not a status change.",
+			change: func(m *Meta) { m.Deleting = true },
+		},
+		"Controller": {
+			reason: "A new controller is not a status change.",
+			change: func(m *Meta) { m.Controller = nil },
+		},
+		"NoGeneration": {
+			reason: "Without a generation a spec change cannot be told from a status change.",
+			change: func(m *Meta) { m.Generation = 0 },
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cur := old
+			cur.Labels = maps.Clone(old.Labels)
+			tc.change(&cur)
+			o := old
+			if name == "NoGeneration" {
+				o.Generation = 0
+			}
+			if got := StatusOnly(o, cur); got != tc.want {
+				t.Errorf("%s\nStatusOnly() = %t, want %t", tc.reason, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -14,15 +14,22 @@
 //	Function (loom.dev)           renderer  the Function
 //	ReferenceRule (loom.dev)      binder    the ReferenceRule
 //	XR                            renderer  the XR
-//	                              secrets   the XR
-//	                              binder    the XR
+//	                              secrets   the XR (*)
+//	                              binder    the XR (*)
 //	                              binder    its claim (spec.claimRef, if cached)
-//	claim                         binder    the claim
-//	                              secrets   the claim
+//	claim                         binder    the claim (*)
+//	                              secrets   the claim (*)
 //	composed resource (labelled   renderer  the controlling XR
 //	crossplane.io/composite, with binder    the controlling XR
 //	a controller reference)       secrets   the controlling XR
 //	watched on request of XRs     renderer  each requesting XR
+//
+// (*) Not for a change of the status alone (Object.StatusOnly): the binder
+// and the secrets service read nothing from an XR's or a claim's status but
+// what they wrote there themselves, so such a change (typically their own
+// write, or the renderer's) would only cost them a reconcile of reads. The
+// binder still mirrors an XR's status to its claim, and the renderer still
+// sees every change of its XRs.
 //
 // A kind may play several roles (an XR composed by another XR is both an XR
 // and a composed resource); its deliveries are the union, one per service and
@@ -100,6 +107,9 @@ type Object struct {
 	object.Meta
 	// ClaimRef is the claim an XR is bound to, if any.
 	ClaimRef *object.Reference
+	// StatusOnly is true for an update that changed nothing but the
+	// object's status (see object.StatusOnly).
+	StatusOnly bool
 }
 
 // Self returns the object as a target.
@@ -157,14 +167,18 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		add("reference rule changed", self, Binder)
 	}
 	if roles.Has(RoleXR) {
-		add("composite resource changed", self, Renderer, Secrets, Binder)
+		if o.StatusOnly {
+			add("composite resource status changed", self, Renderer)
+		} else {
+			add("composite resource changed", self, Renderer, Secrets, Binder)
+		}
 		if r := o.ClaimRef; r != nil {
 			if claim, ok := l.Claim(r.GroupKind(), r.Namespace, r.Name); ok {
 				add("bound composite resource changed", claim, Binder)
 			}
 		}
 	}
-	if roles.Has(RoleClaim) {
+	if roles.Has(RoleClaim) && !o.StatusOnly {
 		add("claim changed", self, Binder, Secrets)
 	}
 	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {

@@ -150,6 +150,33 @@ func TestRoute(t *testing.T) {
 				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
 			},
 		},
+		"BoundXRStatus": {
+			reason: "A change of a bound XR's status alone goes to the renderer, and to the binder targeting its claim (the status mirror).",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composite resource status changed"},
+			},
+		},
+		"ComposedXRStatus": {
+			reason: "A change of a composed XR's status alone still reaches every service of its parent XR.",
+			o: with(obj(gvkXR, "", "child", "child-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: xr.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
+				o.StatusOnly = true
+			}),
+			roles: RoleXR | RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
 		"XRBoundToUnknownClaim": {
 			reason: "An XR whose claim is not cached still goes to every service, targeting itself.",
 			o: with(obj(gvkXR, "", unboundXR.Name, unboundXR.UID), func(o *Object) {
@@ -170,6 +197,11 @@ func TestRoute(t *testing.T) {
 				{Service: Binder, Target: claim, Reason: "claim changed"},
 				{Service: Secrets, Target: claim, Reason: "claim changed"},
 			},
+		},
+		"ClaimStatus": {
+			reason: "A change of a claim's status alone goes nowhere: the binder and secrets wrote it.",
+			o:      with(obj(gvkClaim, claim.Namespace, claim.Name, claim.UID), func(o *Object) { o.StatusOnly = true }),
+			roles:  RoleClaim,
 		},
 		"Composed": {
 			reason: "A composed resource goes to the renderer, binder and secrets, targeting its controlling XR.",

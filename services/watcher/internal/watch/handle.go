@@ -40,7 +40,15 @@ func (w *Watcher) onUpdate(s *source, old, obj any) {
 		// A relist found nothing new.
 		return
 	}
-	w.handle(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true)
+	statusOnly := false
+	if err1 == nil && err2 == nil {
+		if o, err := object.MetaOf(s.gvk, old); err == nil {
+			if n, err := object.MetaOf(s.gvk, obj); err == nil {
+				statusOnly = object.StatusOnly(o, n)
+			}
+		}
+	}
+	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, statusOnly)
 }
 
 func (w *Watcher) onDelete(s *source, obj any) {
@@ -50,6 +58,12 @@ func (w *Watcher) onDelete(s *source, obj any) {
 // handle records what the watcher learns from a change and, once live and if
 // publish is set, publishes its deliveries.
 func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish bool) {
+	w.handleChange(s, typ, obj, publish, false)
+}
+
+// handleChange is handle for a change that may have touched only the
+// object's status (statusOnly), which fewer services need to hear of.
+func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publish, statusOnly bool) {
 	m, err := object.MetaOf(s.gvk, obj)
 	if err != nil {
 		w.log.Error("cannot handle change", "kind", s.gvk.String(), "err", err)
@@ -64,7 +78,7 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	if !publish || !w.live.Load() {
 		return
 	}
-	o := route.Object{Meta: m}
+	o := route.Object{Meta: m, StatusOnly: statusOnly}
 	if roles&route.RoleXR != 0 {
 		if u := object.Unstructured(obj); u != nil {
 			o.ClaimRef = object.ClaimRef(u)

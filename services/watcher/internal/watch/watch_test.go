@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -455,6 +456,38 @@ spec: {forProvider: {}}
 			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, object: xr.GetUID(), target: claim.GetUID(), rv: xr.GetResourceVersion()},
 			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, object: nop.GetUID(), target: xr.GetUID(), rv: nop.GetResourceVersion()},
 		)
+	})
+
+	t.Run("StatusOnly", func(t *testing.T) {
+		from := rec.len()
+		setStatus := func(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+			t.Helper()
+			out, err := c.resource(gvr, ns).Patch(t.Context(), name, types.MergePatchType, []byte(`{"status":{"phase":"`+rand.Text()+`"}}`), metav1.PatchOptions{}, "status")
+			if err != nil {
+				t.Fatalf("cannot patch the status of %s %s: %v", gvr.Resource, name, err)
+			}
+			return out
+		}
+		cs := setStatus(gvrClaim, "team-a", "w1")
+		xs := setStatus(gvrXR, "", xr.GetName())
+		// An annotation is no status change; published after the claim's
+		// status change (one informer, in order), it marks the point by
+		// which that change would have been published.
+		claim = c.patch(t, gvrClaim, "team-a", "w1", `{"metadata":{"annotations":{"step":"status-only"}}}`)
+		rec.expect(t, from,
+			want{service: route.Renderer, object: xr.GetUID(), target: xr.GetUID(), rv: xs.GetResourceVersion(), reason: "composite resource status changed"},
+			want{service: route.Binder, object: xr.GetUID(), target: claim.GetUID(), rv: xs.GetResourceVersion()},
+			want{service: route.Binder, object: claim.GetUID(), target: claim.GetUID(), rv: claim.GetResourceVersion()},
+			want{service: route.Secrets, object: claim.GetUID(), target: claim.GetUID(), rv: claim.GetResourceVersion()},
+		)
+		for _, p := range rec.since(from) {
+			rv, obj, svc := p.ev.GetResourceVersion(), types.UID(p.ev.GetObject().GetUid()), p.service
+			claimStatus := obj == claim.GetUID() && rv == cs.GetResourceVersion()
+			xrStatusToSelf := obj == xr.GetUID() && rv == xs.GetResourceVersion() && svc != route.Renderer && p.ev.GetTarget().GetUid() == string(xr.GetUID())
+			if claimStatus || xrStatusToSelf {
+				t.Errorf("A change of the status alone reached a service that does not read it:\n%s", dump([]published{p}))
+			}
+		}
 	})
 
 	t.Run("CompositionTemplates", func(t *testing.T) {
