@@ -214,7 +214,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	}
 	if f.grpc.addr != "" {
 		// Its own Store: the tracker must see the staging Secrets it writes.
-		srv := staging.NewServer(secret.New(c, trk), pub, f.grpc.namespace, staging.WithLogger(rt.Log), staging.WithSource(source))
+		srv := staging.NewServer(secret.New(c, staging.ReadThrough(trk)), pub, f.grpc.namespace, staging.WithLogger(rt.Log), staging.WithSource(source))
 		stop, err := serveGRPC(rt, srv, f.grpc)
 		if err != nil {
 			return err

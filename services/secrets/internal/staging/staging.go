@@ -19,8 +19,8 @@
 //
 // A staging Secret is durable (any replica may receive a Publish, and a
 // restart loses nothing) and written only when its data changes: publishing
-// the same details again, as a restarted renderer does once per XR, makes no
-// API write. After a write the Server requeues the XR on the secrets work
+// the same details again, as a restarted renderer does once per XR, costs
+// one read and no write. After a write the Server requeues the XR on the secrets work
 // stream (the event names the XR and the staging Secret, never values); the
 // replica that owns the XR builds its connection Secret from the staging
 // Secret (package composite), filtered by the XRD's connectionSecretKeys,
@@ -80,10 +80,33 @@ func Key(namespace string, uid types.UID) secret.Key {
 }
 
 // A Store writes Secrets (see secret.Store). The Server needs a Store of its
-// own, not the one whose writes the tracker ignores: a staging Secret's
-// change must requeue its XR.
+// own, not the one whose writes the tracker ignores (a staging Secret's
+// change must requeue its XR), over a ReadThrough cache.
 type Store interface {
 	Ensure(ctx context.Context, d secret.Desired) (bool, error)
+}
+
+// ReadThrough wraps the metadata cache of the Store that writes staging
+// Secrets so that the Store never takes what it last wrote for the current
+// content without reading it: the renderer spreads its calls over the
+// replicas, so several replicas write one XR's staging Secret in turn, and a
+// replica whose cache still shows its own last write must not answer
+// "unchanged" to details another replica has since replaced. Publishing
+// unchanged details then costs one read and no write.
+func ReadThrough(c secret.Cache) secret.Cache { return readThrough{c} }
+
+type readThrough struct{ secret.Cache }
+
+// Metadata returns the cached metadata without its resourceVersion, which
+// never matches a Store's memory.
+func (r readThrough) Metadata(k secret.Key) (*metav1.PartialObjectMetadata, bool) {
+	m, ok := r.Cache.Metadata(k)
+	if !ok {
+		return nil, false
+	}
+	m = m.DeepCopy()
+	m.ResourceVersion = ""
+	return m, true
 }
 
 // A Publisher publishes events on the bus (see bus.Publisher).

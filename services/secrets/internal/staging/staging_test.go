@@ -140,7 +140,7 @@ func serve(t *testing.T) *endpoint {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := staging.NewServer(secret.New(e.cluster, e.cluster), e.pub, "loom-system", staging.WithSource("secrets/test"))
+	srv := staging.NewServer(secret.New(e.cluster, staging.ReadThrough(e.cluster)), e.pub, "loom-system", staging.WithSource("secrets/test"))
 	g := staging.NewGRPCServer(srv, cfg, staging.DefaultClientIdentity)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -223,21 +223,21 @@ func TestPublish(t *testing.T) {
 		},
 		{
 			name:    "Unchanged",
-			reason:  "The same details again (a restarted renderer) make no API request and no requeue.",
+			reason:  "The same details again (a restarted renderer) make one read, no write and no requeue.",
 			details: map[string]string{"endpoint": "db:5432", "password": "s3cr3t"},
-			want:    want{data: map[string][]byte{"password": []byte("s3cr3t"), "endpoint": []byte("db:5432")}, calls: map[string]int{}},
+			want:    want{data: map[string][]byte{"password": []byte("s3cr3t"), "endpoint": []byte("db:5432")}, calls: map[string]int{fake.GetSecret: 1}},
 		},
 		{
 			name:    "KeyRemoved",
 			reason:  "The details replace what was stored: a key the functions no longer return disappears.",
 			details: map[string]string{"password": "rotated"},
 			want: want{changed: true, data: map[string][]byte{"password": []byte("rotated")},
-				calls: map[string]int{fake.UpdateSecret: 1}, requeue: true},
+				calls: map[string]int{fake.GetSecret: 1, fake.UpdateSecret: 1}, requeue: true},
 		},
 		{
 			name:   "Empty",
 			reason: "No details at all empty the staging Secret.",
-			want:   want{changed: true, calls: map[string]int{fake.UpdateSecret: 1}, requeue: true},
+			want:   want{changed: true, calls: map[string]int{fake.GetSecret: 1, fake.UpdateSecret: 1}, requeue: true},
 		},
 	}
 	for _, s := range steps {
@@ -394,4 +394,57 @@ func TestServerTLSErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPublishTwoReplicas publishes one XR's details through two replicas in
+// turn, the second with a cache that lags: neither takes its own last write
+// for the current content.
+func TestPublishTwoReplicas(t *testing.T) {
+	c := fake.New()
+	lagging := &frozenCache{Cache: c}
+	a := staging.NewServer(secret.New(c, staging.ReadThrough(lagging)), &recorder{}, "loom-system")
+	b := staging.NewServer(secret.New(c, staging.ReadThrough(c)), &recorder{}, "loom-system")
+	ctx := t.Context()
+	for i, step := range []struct {
+		srv      *staging.Server
+		password string
+	}{{a, "x"}, {b, "y"}, {a, "x"}} {
+		if i == 1 {
+			lagging.freeze(staging.Key("loom-system", xrUID))
+		}
+		if _, err := step.srv.Publish(ctx, request(map[string]string{"password": step.password})); err != nil {
+			t.Fatalf("step %d: Publish(...): %v", i, err)
+		}
+		key := staging.Key("loom-system", xrUID)
+		if got := string(c.Secret(key.Namespace, key.Name).Data["password"]); got != step.password {
+			t.Fatalf("step %d: the staging Secret holds %q, want %q: an update was lost", i, got, step.password)
+		}
+	}
+}
+
+// frozenCache answers, for a frozen key, what it held when frozen.
+type frozenCache struct {
+	secret.Cache
+	mu     sync.Mutex
+	frozen map[secret.Key]*metav1.PartialObjectMetadata
+}
+
+func (f *frozenCache) freeze(k secret.Key) {
+	m, _ := f.Cache.Metadata(k)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.frozen == nil {
+		f.frozen = map[secret.Key]*metav1.PartialObjectMetadata{}
+	}
+	f.frozen[k] = m
+}
+
+func (f *frozenCache) Metadata(k secret.Key) (*metav1.PartialObjectMetadata, bool) {
+	f.mu.Lock()
+	m, ok := f.frozen[k]
+	f.mu.Unlock()
+	if ok {
+		return m.DeepCopy(), m != nil
+	}
+	return f.Cache.Metadata(k)
 }
