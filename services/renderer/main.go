@@ -10,6 +10,7 @@
 //	conditions  conditions that keep their transition time
 //	function    loom.dev Function endpoints, extra resources for functions
 //	secret      Secret get (credentials, TLS material, connection details)
+//	connection  hands Pipeline XRs' connection details to the secrets service
 //	kube        the API client, and accounting of every request
 //	event       Kubernetes Events, only when something happened
 //
@@ -58,6 +59,29 @@
 // errors, real Composition choices, revisions and deleted resources, not
 // for routine renders. Client-side rate limits: --kube-qps 200,
 // --kube-burst 400; renders at once: --concurrency 32.
+//
+// Connection details. The connection details that the functions of a
+// Pipeline XR return for it are handed, after each render that changed
+// them, to the secrets service over gRPC with mutual TLS (package
+// connection; the secrets service alone writes Secrets, and Secret values
+// never travel on the bus):
+//
+//	--secrets-endpoint       host:port of the secrets service's endpoint, or
+//	                         several, comma-separated (used round robin);
+//	                         empty: XRs whose functions return connection
+//	                         details fail with a Synced condition naming this
+//	                         flag (env LOOM_RENDERER_SECRETS_ENDPOINT)
+//	--secrets-tls-cert-file  PEM client certificate, whose common name or DNS
+//	                         name the secrets service allows (loom-renderer)
+//	                         (env LOOM_RENDERER_SECRETS_TLS_CERT_FILE)
+//	--secrets-tls-key-file   its PEM key (env LOOM_RENDERER_SECRETS_TLS_KEY_FILE)
+//	--secrets-ca-file        PEM CA(s) of the secrets service's certificate
+//	                         (env LOOM_RENDERER_SECRETS_CA_FILE)
+//	--secrets-server-name    name the secrets service's certificate must hold;
+//	                         default the host of the first endpoint (env
+//	                         LOOM_RENDERER_SECRETS_SERVER_NAME)
+//
+// The files are read once at start.
 package main
 
 import (
@@ -65,6 +89,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -83,6 +109,7 @@ import (
 	"github.com/loomxr/loom/pkg/service"
 	"github.com/loomxr/loom/pkg/watchreq"
 	"github.com/loomxr/loom/services/renderer/internal/composite"
+	"github.com/loomxr/loom/services/renderer/internal/connection"
 	"github.com/loomxr/loom/services/renderer/internal/definition"
 	"github.com/loomxr/loom/services/renderer/internal/event"
 	"github.com/loomxr/loom/services/renderer/internal/function"
@@ -106,6 +133,9 @@ type flags struct {
 	functionTimout time.Duration
 	manageRBAC     bool
 	apiReport      time.Duration
+	// secretsEndpoint and secrets say how to reach the secrets service.
+	secretsEndpoint string
+	secrets         connection.Config
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -131,6 +161,27 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"apply, for each XRD, the ClusterRoles that give Loom's services their rights on its XR and claim kinds; needs the escalate verb on clusterroles (env LOOM_RENDERER_MANAGE_RBAC)")
 	fs.DurationVar(&f.apiReport, "api-report", service.EnvDuration("LOOM_RENDERER_API_REPORT", time.Minute),
 		"how often to log the number of API requests made so far, when it changed; 0 disables (env LOOM_RENDERER_API_REPORT)")
+	fs.StringVar(&f.secretsEndpoint, "secrets-endpoint", os.Getenv("LOOM_RENDERER_SECRETS_ENDPOINT"),
+		"host:port of the secrets service's gRPC endpoint (mutual TLS), or several comma-separated; it receives the connection details that functions return for Pipeline XRs (env LOOM_RENDERER_SECRETS_ENDPOINT)")
+	fs.StringVar(&f.secrets.CertFile, "secrets-tls-cert-file", os.Getenv("LOOM_RENDERER_SECRETS_TLS_CERT_FILE"),
+		"PEM client certificate for the secrets service (env LOOM_RENDERER_SECRETS_TLS_CERT_FILE)")
+	fs.StringVar(&f.secrets.KeyFile, "secrets-tls-key-file", os.Getenv("LOOM_RENDERER_SECRETS_TLS_KEY_FILE"),
+		"PEM key of the client certificate (env LOOM_RENDERER_SECRETS_TLS_KEY_FILE)")
+	fs.StringVar(&f.secrets.CAFile, "secrets-ca-file", os.Getenv("LOOM_RENDERER_SECRETS_CA_FILE"),
+		"PEM CA certificates of the secrets service's certificate (env LOOM_RENDERER_SECRETS_CA_FILE)")
+	fs.StringVar(&f.secrets.ServerName, "secrets-server-name", os.Getenv("LOOM_RENDERER_SECRETS_SERVER_NAME"),
+		"name the secrets service's certificate must hold; default the host of the first endpoint (env LOOM_RENDERER_SECRETS_SERVER_NAME)")
+}
+
+// splitList splits a comma-separated list, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func main() {
@@ -204,6 +255,27 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 		fn.WithResourceFetcher(function.NewFetcher(client)),
 		fn.WithCredentialFetcher(secrets))
 	store := revision.NewStore(client, f.revisionTTL)
+	copts := []composite.Option{
+		composite.WithPipeline(exec), composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithSecrets(secrets),
+		composite.WithRecorder(rec), composite.WithLogger(rt.Log),
+		composite.WithImpersonation(func(user string) (composite.Client, error) {
+			c, err := imp.As(user)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		}),
+	}
+	if f.secrets.Endpoints = splitList(f.secretsEndpoint); len(f.secrets.Endpoints) > 0 {
+		c, err := connection.Dial(f.secrets)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		copts = append(copts, composite.WithConnectionDetails(connection.NewPublisher(c)))
+	} else {
+		rt.Log.Info("no --secrets-endpoint: connection details that functions return for Pipeline XRs cannot be published")
+	}
 	pub := bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithSource("renderer/"+rt.Config.ReplicaID))
 
 	h := route.NewHandler(index,
@@ -211,16 +283,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 			definition.WithRecorder(rec), definition.WithLogger(rt.Log), definition.WithAggregatedRoles(f.manageRBAC)),
 		revision.NewReconciler(client, store, index, pub,
 			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource("renderer/"+rt.Config.ReplicaID)),
-		composite.NewReconciler(client, index, store,
-			composite.WithPipeline(exec), composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithSecrets(secrets),
-			composite.WithRecorder(rec), composite.WithLogger(rt.Log),
-			composite.WithImpersonation(func(user string) (composite.Client, error) {
-				c, err := imp.As(user)
-				if err != nil {
-					return nil, err
-				}
-				return c, nil
-			})),
+		composite.NewReconciler(client, index, store, copts...),
 		resolver, rt.Log)
 	w, err := bus.NewWorker(rt.NATS, js, bus.Renderer, rt.Config.ReplicaID, h,
 		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency), bus.WithHandlerTimeout(f.handlerTimeout))

@@ -67,6 +67,8 @@ func (r *Reconciler) renderPipeline(ctx context.Context, st *state, spec *v1.Com
 		return out, runErr
 	}
 	out.requeueAfter = res.TTL
+	out.pipeline = true
+	out.connectionDetails = res.Desired.Composite.ConnectionDetails
 
 	for _, name := range slices.Sorted(maps.Keys(res.Desired.Resources)) {
 		d := res.Desired.Resources[name]

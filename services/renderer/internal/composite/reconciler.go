@@ -31,6 +31,18 @@
 // change that brings it, which the watcher or the revision fan-out delivers.
 // Anything else (the API server, a function that is unreachable) returns an
 // error that the bus retries with backoff.
+//
+// # Connection details
+//
+// After a Pipeline render has applied its resources, the connection details
+// the functions returned for the XR (the whole set, empty when none) are
+// handed to the secrets service (package connection), which builds the XR's
+// connection Secret from them; they change nothing else and go nowhere
+// else. Only XRs with a connection Secret (legacy XRs that name one, or
+// whose Composition gives them one) hand them over. An unreachable secrets
+// service is retried with backoff. A renderer without a secrets endpoint
+// reports, on Synced and in a Warning Event, every such XR whose functions
+// return connection details, since it cannot publish them.
 package composite
 
 import (
@@ -55,6 +67,7 @@ import (
 	"github.com/loomxr/loom/pkg/fn"
 	"github.com/loomxr/loom/pkg/watchreq"
 	"github.com/loomxr/loom/pkg/xcrd"
+	"github.com/loomxr/loom/services/renderer/internal/connection"
 	"github.com/loomxr/loom/services/renderer/internal/event"
 	"github.com/loomxr/loom/services/renderer/internal/kube"
 )
@@ -64,6 +77,10 @@ const AnnotationPaused = "crossplane.io/paused"
 
 // errInvalidSpec marks invalid input found by the renderer itself.
 var errInvalidSpec = errors.New("invalid input")
+
+// errNoSecretsEndpoint marks connection details a renderer without a
+// secrets endpoint cannot publish: only its configuration can fix that.
+var errNoSecretsEndpoint = errors.New("the renderer is not configured with a secrets endpoint (--secrets-endpoint)")
 
 // A Client reads and writes objects.
 type Client interface {
@@ -98,6 +115,18 @@ type Watches interface {
 	Put(ctx context.Context, xrUID string, reqs []watchreq.Request) error
 }
 
+// A DetailsPublisher hands the connection details that the functions of a
+// Pipeline XR returned to the secrets service (see connection.Publisher).
+type DetailsPublisher interface {
+	// Publish sends the whole set of details of xr, rendered with the
+	// given CompositionRevision, unless they are what it last sent (force:
+	// anyway). It returns once they are stored; an error wrapping
+	// connection.ErrInvalid cannot be fixed by retrying.
+	Publish(ctx context.Context, xr *unstructured.Unstructured, revision string, details map[string][]byte, force bool) error
+	// Forget drops what it remembers of a gone XR.
+	Forget(uid types.UID)
+}
+
 // A SecretReader reads the data of a Secret; a Secret that does not exist
 // reads as nil data without error.
 type SecretReader interface {
@@ -114,6 +143,11 @@ type Request struct {
 	// for because revisions changed: the render reads the Composition's
 	// revisions afresh unless its cache already holds that revision.
 	Revision string
+	// Republish says the secrets service asked for the render (a
+	// connection Secret changed, or the XR's stored details are gone): the
+	// connection details of a Pipeline XR are handed over even if they look
+	// unchanged.
+	Republish bool
 }
 
 // A Reconciler renders XRs. It is safe for concurrent use on different XRs;
@@ -125,6 +159,7 @@ type Reconciler struct {
 	pipeline  Pipeline
 	watches   Watches
 	secrets   SecretReader
+	details   DetailsPublisher
 	as        func(user string) (Client, error)
 	rec       event.Recorder
 	log       *slog.Logger
@@ -156,6 +191,11 @@ func WithWatches(w Watches) Option { return func(rc *Reconciler) { rc.watches = 
 // WithSecrets sets how connection Secrets are read for the observed state of
 // function pipelines. Without it, observed connection details are empty.
 func WithSecrets(s SecretReader) Option { return func(rc *Reconciler) { rc.secrets = s } }
+
+// WithConnectionDetails sets where the connection details that functions
+// return for Pipeline XRs are published. Without it, an XR whose functions
+// return some fails its render (Synced False) naming --secrets-endpoint.
+func WithConnectionDetails(p DetailsPublisher) Option { return func(rc *Reconciler) { rc.details = p } }
 
 // WithImpersonation sets how the renderer acts as the ServiceAccount an XRD
 // names in spec.serviceAccountRef: as returns a Client that impersonates
@@ -299,8 +339,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	}
 	applyErr := r.applyResources(ctx, st, out)
 	gcErr := r.garbageCollect(ctx, st, gc)
+	detailsErr := r.publishDetails(ctx, st, sel, out, req.Republish)
 
-	errs := append(append([]error{}, out.errs...), applyErr, gcErr)
+	errs := append(append([]error{}, out.errs...), applyErr, gcErr, detailsErr)
 	synced := errors.Join(errs...)
 	if err := r.writeStatus(ctx, st, out, synced); err != nil {
 		return bus.Result{}, err
@@ -341,9 +382,43 @@ func (r *Reconciler) fail(ctx context.Context, st *state, sel *selection, out *r
 	}
 }
 
+// publishDetails hands the connection details the functions of a Pipeline
+// XR returned to the secrets service.
+func (r *Reconciler) publishDetails(ctx context.Context, st *state, sel *selection, out *rendered, force bool) error {
+	if !out.pipeline || !publishesConnection(st, sel) {
+		return nil
+	}
+	if r.details == nil {
+		if len(out.connectionDetails) == 0 {
+			return nil
+		}
+		return fmt.Errorf("cannot publish the connection details that the functions of Composition %q returned: %w", sel.composition, errNoSecretsEndpoint)
+	}
+	if err := r.details.Publish(ctx, st.xr, sel.revision.GetName(), out.connectionDetails, force); err != nil {
+		return fmt.Errorf("cannot publish the connection details that the functions of Composition %q returned: %w", sel.composition, err)
+	}
+	return nil
+}
+
+// publishesConnection reports whether the XR has a connection Secret that
+// Loom publishes: a legacy XR (modern ones compose their Secrets
+// themselves) with a writeConnectionSecretToRef, or whose Composition
+// gives it one.
+func publishesConnection(st *state, sel *selection) bool {
+	if !st.xrd.GetScope().Legacy() {
+		return false
+	}
+	if st.getString(xcrd.FieldWriteConnectionSecretToRef, "name") != "" {
+		return true
+	}
+	ns := sel.revision.Spec.WriteConnectionSecretsToNamespace
+	return ns != nil && *ns != ""
+}
+
 // permanent reports whether retrying cannot help until the input changes.
 func permanent(err error) bool {
-	if errors.Is(err, errInvalidSpec) || errors.Is(err, compose.ErrInvalid) || fn.IsPermanent(err) {
+	if errors.Is(err, errInvalidSpec) || errors.Is(err, compose.ErrInvalid) || fn.IsPermanent(err) ||
+		errors.Is(err, errNoSecretsEndpoint) || errors.Is(err, connection.ErrInvalid) {
 		return true
 	}
 	var se *kerrors.StatusError
@@ -371,6 +446,9 @@ func (r *Reconciler) forget(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	defer r.memo.forget(uid)
+	if r.details != nil {
+		r.details.Forget(uid)
+	}
 	if r.watches == nil || !r.memo.hasWatches(uid) {
 		return nil
 	}

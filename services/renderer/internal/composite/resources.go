@@ -46,6 +46,11 @@ type rendered struct {
 	results []fn.Result
 	// requeueAfter is when to render again (the pipeline's TTL).
 	requeueAfter time.Duration
+	// pipeline: the render ran a function pipeline; connectionDetails are
+	// what it returned for the XR (secret values: they go to the secrets
+	// service and nowhere else).
+	pipeline          bool
+	connectionDetails map[string][]byte
 	// failed: the render as a whole failed, there is nothing to apply.
 	failed bool
 	// paused: the XR's reconciliation is paused.

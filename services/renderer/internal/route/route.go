@@ -9,7 +9,11 @@
 //	                            watch it and are targeted directly
 //	a kind an XRD defines       composite.Reconciler (render the XR)
 //
-// Targets of other kinds are acknowledged and ignored.
+// Targets of other kinds are acknowledged and ignored. A request for an XR
+// whose cause is a Secret comes from the secrets service (a connection
+// Secret its functions observe changed, or its stored connection details
+// are gone): the render then hands the XR's connection details over even
+// if they look unchanged (composite.Request.Republish).
 package route
 
 import (
@@ -108,8 +112,12 @@ func (h *Handler) Handle(ctx context.Context, r bus.Request) (bus.Result, error)
 		Name:      t.GetName(),
 		UID:       types.UID(t.GetUid()),
 	}
-	if cause := r.Event.GetObject(); cause.GetGroup() == revisionGK.Group && cause.GetKind() == revisionGK.Kind {
+	cause := r.Event.GetObject()
+	if cause.GetGroup() == revisionGK.Group && cause.GetKind() == revisionGK.Kind {
 		req.Revision = cause.GetName()
+	}
+	if cause.GetGroup() == "" && cause.GetKind() == "Secret" {
+		req.Republish = true
 	}
 	return h.composites.Reconcile(ctx, req)
 }
