@@ -5,7 +5,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -153,6 +155,8 @@ func TestChartDefaults(t *testing.T) {
 		"Service":             svcNames,
 		"PodDisruptionBudget": svcNames,
 		"ConfigMap":           {"loom-dashboard"},
+		// The certificates of the channel of connection details.
+		"Secret": {"loom-renderer-grpc", "loom-secrets-grpc"},
 		// Opt-in, or only with autoscaling.
 		"HorizontalPodAutoscaler": nil,
 		"ServiceMonitor":          nil,
@@ -186,6 +190,9 @@ func TestChartDefaults(t *testing.T) {
 				t.Errorf("LOOM_HEALTH_ADDR %q, want :8081", env["LOOM_HEALTH_ADDR"].Value)
 			}
 			wantPorts := []corev1.ContainerPort{{Name: "health", ContainerPort: 8081, Protocol: corev1.ProtocolTCP}}
+			if s == "secrets" {
+				wantPorts = append(wantPorts, corev1.ContainerPort{Name: "grpc", ContainerPort: 9443, Protocol: corev1.ProtocolTCP})
+			}
 			if diff := cmp.Diff(wantPorts, c.Ports); diff != "" {
 				t.Errorf("ports: -want, +got:\n%s", diff)
 			}
@@ -810,5 +817,189 @@ func TestChartServerSideDryRun(t *testing.T) {
 	}
 	if err := apply(bad); err == nil {
 		t.Errorf("a Deployment with spec.template.spec.replicas was accepted; strict validation is off")
+	}
+}
+
+// TestChartConnectionDetails renders the channel on which the renderer hands
+// the secrets service the connection details of Pipeline XRs: gRPC with
+// mutual TLS, with certificates the chart generates or the user gives.
+func TestChartConnectionDetails(t *testing.T) {
+	type want struct {
+		// secrets are the Secrets the chart renders; nil: none.
+		secrets []string
+		// server and client are the Secrets the pods mount; "" for none
+		// (the channel is off).
+		server, client string
+	}
+	cases := map[string]struct {
+		reason string
+		args   []string
+		want   want
+	}{
+		"Generated": {
+			reason: "By default the chart generates a CA and both certificates.",
+			want:   want{secrets: []string{"loom-renderer-grpc", "loom-secrets-grpc"}, server: "loom-secrets-grpc", client: "loom-renderer-grpc"},
+		},
+		"Given": {
+			reason: "Certificates the user gives (cert-manager's, say) are mounted; the chart generates none.",
+			args:   []string{"--set", "connectionDetails.tls.serverSecretName=secrets-cert", "--set", "connectionDetails.tls.clientSecretName=renderer-cert"},
+			want:   want{server: "secrets-cert", client: "renderer-cert"},
+		},
+		"Disabled": {
+			reason: "The channel can be turned off.",
+			args:   []string{"--set", "connectionDetails.enabled=false"},
+		},
+		"NoSecretsService": {
+			reason: "Without the secrets service there is nothing to call.",
+			args:   []string{"--set", "services.secrets.enabled=false"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs := renderChart(t, tc.args...)
+			if diff := cmp.Diff(tc.want.secrets, chartNames(objs, "Secret")); diff != "" {
+				t.Errorf("%s\nSecrets: -want, +got:\n%s", tc.reason, diff)
+			}
+			var r appsv1.Deployment
+			chartFind(t, objs, "Deployment", "loom-renderer", &r)
+			renv := chartEnv(chartContainer(t, &r))
+			if tc.want.client == "" {
+				if e, ok := renv["LOOM_RENDERER_SECRETS_ENDPOINT"]; ok {
+					t.Errorf("%s\nthe renderer calls %q", tc.reason, e.Value)
+				}
+				if v := chartSecretVolume(r.Spec.Template.Spec, "connection-details"); v != "" {
+					t.Errorf("%s\nthe renderer mounts Secret %s", tc.reason, v)
+				}
+			} else {
+				for k, v := range map[string]string{
+					"LOOM_RENDERER_SECRETS_ENDPOINT":      "loom-secrets.loom-system.svc:9443",
+					"LOOM_RENDERER_SECRETS_TLS_CERT_FILE": "/etc/loom/connection-details/tls.crt",
+					"LOOM_RENDERER_SECRETS_TLS_KEY_FILE":  "/etc/loom/connection-details/tls.key",
+					"LOOM_RENDERER_SECRETS_CA_FILE":       "/etc/loom/connection-details/ca.crt",
+				} {
+					if renv[k].Value != v {
+						t.Errorf("%s\nrenderer %s = %q, want %q", tc.reason, k, renv[k].Value, v)
+					}
+				}
+				if got := chartSecretVolume(r.Spec.Template.Spec, "connection-details"); got != tc.want.client {
+					t.Errorf("%s\nthe renderer mounts Secret %q, want %q", tc.reason, got, tc.want.client)
+				}
+			}
+			if tc.want.server == "" {
+				return
+			}
+			var d appsv1.Deployment
+			chartFind(t, objs, "Deployment", "loom-secrets", &d)
+			senv := chartEnv(chartContainer(t, &d))
+			for k, v := range map[string]string{
+				"LOOM_SECRETS_GRPC_ADDR":            ":9443",
+				"LOOM_SECRETS_GRPC_TLS_CERT_FILE":   "/etc/loom/connection-details/tls.crt",
+				"LOOM_SECRETS_GRPC_TLS_KEY_FILE":    "/etc/loom/connection-details/tls.key",
+				"LOOM_SECRETS_GRPC_CLIENT_CA_FILE":  "/etc/loom/connection-details/ca.crt",
+				"LOOM_SECRETS_GRPC_CLIENT_IDENTITY": "loom-renderer",
+			} {
+				if senv[k].Value != v {
+					t.Errorf("%s\nsecrets %s = %q, want %q", tc.reason, k, senv[k].Value, v)
+				}
+			}
+			if ns := senv["LOOM_SECRETS_NAMESPACE"].ValueFrom; ns == nil || ns.FieldRef == nil || ns.FieldRef.FieldPath != "metadata.namespace" {
+				t.Errorf("%s\nLOOM_SECRETS_NAMESPACE is not the pod's namespace", tc.reason)
+			}
+			if got := chartSecretVolume(d.Spec.Template.Spec, "connection-details"); got != tc.want.server {
+				t.Errorf("%s\nthe secrets service mounts Secret %q, want %q", tc.reason, got, tc.want.server)
+			}
+			var svc corev1.Service
+			chartFind(t, objs, "Service", "loom-secrets", &svc)
+			grpc := false
+			for _, p := range svc.Spec.Ports {
+				grpc = grpc || (p.Name == "grpc" && p.Port == 9443 && p.TargetPort.String() == "grpc")
+			}
+			if !grpc {
+				t.Errorf("%s\nService loom-secrets has no port grpc 9443: %v", tc.reason, svc.Spec.Ports)
+			}
+			if tc.want.secrets != nil {
+				chartCheckConnectionCerts(t, objs)
+			}
+		})
+	}
+
+	// Half a configuration is refused.
+	_, err := chartHelm(t, "template", "loom", chartDir, "--namespace", chartNamespace, "--set", "connectionDetails.tls.serverSecretName=secrets-cert")
+	if err == nil || !strings.Contains(err.Error(), "clientSecretName") {
+		t.Errorf("a server certificate without a client certificate: error %v, want one naming clientSecretName", err)
+	}
+
+	// NetworkPolicies let the renderer, and only it, reach the channel.
+	objs := renderChart(t, chartProduction...)
+	var sec, ren networkingv1.NetworkPolicy
+	chartFind(t, objs, "NetworkPolicy", "loom-secrets", &sec)
+	chartFind(t, objs, "NetworkPolicy", "loom-renderer", &ren)
+	var d appsv1.Deployment
+	chartFind(t, objs, "Deployment", "loom-renderer", &d)
+	var rendererIn bool
+	for _, in := range sec.Spec.Ingress {
+		for _, p := range in.Ports {
+			if p.Port != nil && p.Port.String() == "grpc" {
+				rendererIn = len(in.From) == 1 && in.From[0].PodSelector != nil && chartSelects(in.From[0].PodSelector, d.Spec.Template.Labels)
+			}
+		}
+	}
+	if !rendererIn {
+		t.Errorf("the secrets service's NetworkPolicy does not admit the renderer, alone, on port grpc")
+	}
+	var secretsOut bool
+	for _, e := range ren.Spec.Egress {
+		for _, p := range e.Ports {
+			if p.Port != nil && p.Port.IntValue() == 9443 && len(e.To) == 1 && e.To[0].PodSelector != nil && e.To[0].PodSelector.MatchLabels["app.kubernetes.io/component"] == "secrets" {
+				secretsOut = true
+			}
+		}
+	}
+	if !secretsOut {
+		t.Errorf("the renderer's NetworkPolicy does not let it reach the secrets service on 9443")
+	}
+}
+
+// chartSecretVolume returns the Secret of a pod's volume name, or "".
+func chartSecretVolume(spec corev1.PodSpec, name string) string {
+	for _, v := range spec.Volumes {
+		if v.Name == name && v.Secret != nil {
+			return v.Secret.SecretName
+		}
+	}
+	return ""
+}
+
+// chartCheckConnectionCerts checks the certificates the chart generated:
+// both sides trust one CA; the secrets service's certificate serves its
+// Service's name; the renderer's is a client certificate for
+// loom-renderer.
+func chartCheckConnectionCerts(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	cert := func(secret, key string) *x509.Certificate {
+		var s corev1.Secret
+		chartFind(t, objs, "Secret", secret, &s)
+		b, _ := pem.Decode(s.Data[key])
+		if b == nil {
+			t.Fatalf("Secret %s: %s is not PEM", secret, key)
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatalf("Secret %s: %s: %v", secret, key, err)
+		}
+		return c
+	}
+	ca := cert("loom-secrets-grpc", "ca.crt")
+	if !ca.Equal(cert("loom-renderer-grpc", "ca.crt")) {
+		t.Errorf("the secrets service and the renderer trust different CAs")
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if _, err := cert("loom-secrets-grpc", "tls.crt").Verify(x509.VerifyOptions{Roots: roots, DNSName: "loom-secrets.loom-system.svc", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the secrets service's certificate does not serve loom-secrets.loom-system.svc: %v", err)
+	}
+	client := cert("loom-renderer-grpc", "tls.crt")
+	if _, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil || client.Subject.CommonName != "loom-renderer" {
+		t.Errorf("the renderer's certificate (%q) is not a client certificate for loom-renderer: %v", client.Subject.CommonName, err)
 	}
 }

@@ -160,13 +160,20 @@ func startSecretsSpans(t *testing.T, needles secretsNeedles) (*secretsSpans, str
 // tests' kinds. It stops when t ends; its state folder is kept if t failed.
 func startSecretsStack(t *testing.T, replicas map[string]int) *framework.Env {
 	t.Helper()
+	return startSecretsStackWith(t, replicas)
+}
+
+// startSecretsStackWith is startSecretsStack with further environment
+// (stack.Options.Env) for the services, which overrides the stack's own.
+func startSecretsStackWith(t *testing.T, replicas map[string]int, env ...string) *framework.Env {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "loom-secrets-canary-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), framework.StartTimeout)
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{StateDir: dir, Replicas: replicas})
+	s, err := stack.Start(ctx, stack.Options{StateDir: dir, Replicas: replicas, Env: env})
 	if err != nil {
 		t.Fatalf("cannot start a stack (state in %s): %v", dir, err)
 	}
@@ -184,22 +191,22 @@ func startSecretsStack(t *testing.T, replicas map[string]int) *framework.Env {
 	})
 	rc := rest.CopyConfig(s.RESTConfig())
 	rc.QPS, rc.Burst = 200, 400
-	env := &framework.Env{Stack: s, Config: rc}
-	if env.Kube, err = kubernetes.NewForConfig(rc); err != nil {
+	e := &framework.Env{Stack: s, Config: rc}
+	if e.Kube, err = kubernetes.NewForConfig(rc); err != nil {
 		t.Fatal(err)
 	}
-	if env.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
+	if e.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
 		t.Fatal(err)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	e.Mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	if err := secretsInstall(t, s); err != nil {
 		t.Fatalf("cannot install the secrets tests' kinds: %v", err)
 	}
-	return env
+	return e
 }
 
 // TestSecretsCanary rotates a unique secret value through the whole flow
@@ -207,9 +214,15 @@ func startSecretsStack(t *testing.T, replicas map[string]int) *framework.Env {
 // every bus message, every log line of every process (services at debug
 // level, provider, control plane, NATS) and every span the services export
 // is captured, and checks that the value, raw or base64-encoded, appears in
-// none of them, nor in any Event or in the XR's and claim's status. Each
+// none of them, nor in any Event or in the XRs' and claims' status. Each
 // capture has a positive control: it saw the secrets service's work on the
 // XR, so that an empty capture cannot pass.
+//
+// The value also flows through a Pipeline Composition's function: the
+// renderer reads the rotated composed Secret for the function, which
+// returns the value as an XR connection detail, and the renderer hands it
+// to the secrets service over mutual TLS (the staging Secret), whence it
+// reaches the claim's Secret.
 //
 // It runs on a stack of its own, started with OTLP export to an in-process
 // receiver and debug logging.
@@ -229,6 +242,7 @@ func TestSecretsCanary(t *testing.T) {
 	t.Setenv("LOOM_LOG_LEVEL", "debug")
 	env := startSecretsStack(t, nil)
 	ctx := t.Context()
+	fnSecretsInstall(t, env, "nop-initial-pw")
 
 	tap := &secretsTap{needles: needles, subjects: map[string]bool{}}
 	nc, err := nats.Connect(env.Stack.NATSURL(), nats.Name("secrets-canary-tap"))
@@ -255,6 +269,10 @@ func TestSecretsCanary(t *testing.T) {
 		"endpoint": xr.GetName() + ".mysql.database.azure.com:3306",
 	}
 	secretsWaitData(t, env, 3*time.Minute, secretsNamespace, "canary-db-conn", base)
+	fnSecretsClaim(t, env, "canary-fn-db")
+	fnXR := fnSecretsBoundXR(t, env, "canary-fn-db")
+	secretsWaitData(t, env, 3*time.Minute, fnSecretsNamespace, "canary-fn-db-conn",
+		map[string]string{"db-password": "nop-initial-pw", "endpoint": fnSecretsEndpoint})
 
 	// Rotate the canary in, as the server's provider would.
 	server, err := secretsComposed(ctx, env, xr, "server")
@@ -280,12 +298,24 @@ func TestSecretsCanary(t *testing.T) {
 	}
 	secretsWaitData(t, env, 10*time.Second, secretsSystem, string(xr.GetUID()), want)
 
+	// Through the function: the rotated composed Secret is observed by the
+	// function, which returns the value for the XR; the renderer hands it
+	// to the secrets service (the staging Secret), which publishes it.
+	fnSecretsRotate(t, env, fnXR, canary)
+	fnWant := map[string]string{"db-password": canary, "endpoint": fnSecretsEndpoint}
+	fnClaimSecret := secretsWaitData(t, env, 30*time.Second, fnSecretsNamespace, "canary-fn-db-conn", fnWant)
+	if b, err := json.Marshal(fnClaimSecret); err != nil || !needles.in(b) {
+		t.Fatalf("the needles do not find the value in the Pipeline claim's Secret (%v)", err)
+	}
+	sns, sname := fnSecretsStaging(fnXR)
+	secretsWaitData(t, env, 10*time.Second, sns, sname, map[string]string{"db-password": canary, "endpoint": fnSecretsEndpoint, "unlisted": "not-published"})
+
 	// Spans: the rotation's handling by the secrets service is exported.
 	framework.Eventually(t, 30*time.Second, func() error {
 		spans.mu.Lock()
 		defer spans.mu.Unlock()
-		if !spans.latest["secrets"].After(rotation) {
-			return fmt.Errorf("no span of the secrets service since the rotation among %d spans (services: %v)", spans.spans, spans.latest)
+		if !spans.latest["secrets"].After(rotation) || !spans.latest["renderer"].After(rotation) {
+			return fmt.Errorf("no span of the secrets service and the renderer since the rotation among %d spans (services: %v)", spans.spans, spans.latest)
 		}
 		return nil
 	})
@@ -310,13 +340,16 @@ func TestSecretsCanary(t *testing.T) {
 	if !tap.sawSubjectWith("loom.secrets.", string(xr.GetUID())) {
 		t.Errorf("the tap saw no work for the secrets service about XR %s: it cannot vouch for the bus", xr.GetUID())
 	}
+	if !tap.sawSubjectWith("loom.renderer.", string(fnXR.GetUID())) || !tap.sawSubjectWith("loom.secrets.", string(fnXR.GetUID())) {
+		t.Errorf("the tap saw no work for the renderer and the secrets service about Pipeline XR %s: it cannot vouch for the bus", fnXR.GetUID())
+	}
 
 	// Logs of every process.
 	logs, err := filepath.Glob(filepath.Join(env.Stack.StateDir(), "logs", "*.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sawHandling := false
+	sawHandling, sawRender := false, false
 	for _, p := range logs {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -325,12 +358,18 @@ func TestSecretsCanary(t *testing.T) {
 		if needles.in(b) {
 			t.Errorf("the secret value appeared in log %s", p)
 		}
-		if filepath.Base(p) == "secrets-0.log" {
+		switch filepath.Base(p) {
+		case "secrets-0.log":
 			sawHandling = bytes.Contains(b, []byte(`msg="Handled composite resource"`)) && bytes.Contains(b, []byte(xr.GetName()))
+		case "renderer-0.log":
+			sawRender = bytes.Contains(b, []byte(`msg="Rendered composite resource"`)) && bytes.Contains(b, []byte(fnXR.GetName()))
 		}
 	}
 	if !sawHandling {
 		t.Errorf("the secrets service's log has no debug line about XR %s among %d logs: cannot vouch for the logs", xr.GetName(), len(logs))
+	}
+	if !sawRender {
+		t.Errorf("the renderer's log has no debug line about Pipeline XR %s: cannot vouch for the logs", fnXR.GetName())
 	}
 
 	// Events, and the status of the XR and the claim.
@@ -347,7 +386,15 @@ func TestSecretsCanary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs = append(objs, xrNow, claimNow)
+	fnXRNow, err := env.Dynamic.Resource(fnSecretsXRGVK.GroupVersion().WithResource("xfndbs")).Get(ctx, fnXR.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fnClaimNow, err := env.Dynamic.Resource(fnSecretsClaimGVK.GroupVersion().WithResource("fndbs")).Namespace(fnSecretsNamespace).Get(ctx, "canary-fn-db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs, xrNow, claimNow, fnXRNow, fnClaimNow)
 	for _, o := range objs {
 		b, err := json.Marshal(o)
 		if err != nil {

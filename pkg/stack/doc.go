@@ -64,6 +64,17 @@
 // JetStream objects: 1, or 3 on a NATS cluster), and LOOM_NATS_USER and
 // LOOM_NATS_PASSWORD: its own NATS user.
 //
+// The renderer hands the secrets service the connection details of Pipeline
+// XRs over gRPC with mutual TLS. The stack issues, from its CA (the control
+// plane's; on an existing cluster a CA of its own), a server certificate
+// for loom-secrets and 127.0.0.1 and a client certificate for
+// loom-renderer (pki/secrets-grpc-*), gives each secrets replica a loopback
+// port (LOOM_SECRETS_GRPC_ADDR and the LOOM_SECRETS_GRPC_* files), and
+// gives the renderer every replica's address
+// (LOOM_RENDERER_SECRETS_ENDPOINT, used round robin, and the
+// LOOM_RENDERER_SECRETS_* files). Options.Env may override any of them;
+// an empty LOOM_RENDERER_SECRETS_ENDPOINT turns the channel off.
+//
 // # NATS
 //
 // NATS runs inside the harness process. Options.NATSServers of 3 to 5 start

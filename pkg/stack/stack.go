@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -164,6 +165,10 @@ func (s *Stack) startServices(ctx context.Context) error {
 		addr string
 	}
 	var all []replica
+	channel, err := s.prepareSecretsChannel()
+	if err != nil {
+		return err
+	}
 	for _, svc := range s.opts.Services {
 		for i := range s.opts.replicas(svc) {
 			port, err := freePort()
@@ -183,8 +188,10 @@ func (s *Stack) startServices(ctx context.Context) error {
 				},
 				// The services' --bus-replicas default; the test provider
 				// ignores it (it takes no such flag). Each process has its own
-				// NATS user.
-				Env:     append(append([]string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())}, s.natsAuth.env(svc)...), s.opts.Env...),
+				// NATS user. The renderer and the secrets service get the
+				// gRPC channel of connection details (secretsChannel).
+				Env: slices.Concat([]string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())}, s.natsAuth.env(svc),
+					channel.env(svc, i), s.opts.Env),
 				Echo:    s.opts.ServiceLog,
 				Restart: true,
 			})

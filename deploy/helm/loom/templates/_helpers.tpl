@@ -113,3 +113,28 @@ Whole seconds of a Go duration such as 20s, 1m or 1m30s.
 {{- end }}
 {{- $total }}
 {{- end }}
+
+{{/*
+"true" when the renderer hands the secrets service the connection details of
+Pipeline XRs over gRPC (connectionDetails.enabled and both services
+enabled), else empty.
+*/}}
+{{- define "loom.connectionDetails" -}}
+{{- if and .Values.connectionDetails.enabled .Values.services.renderer.enabled .Values.services.secrets.enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+The Secrets holding the channel's certificates, as JSON:
+{"server": NAME, "client": NAME, "generated": BOOL}; the chart generates them
+unless both names are given.
+*/}}
+{{- define "loom.connectionDetailsSecrets" -}}
+{{- $tls := .Values.connectionDetails.tls }}
+{{- if and $tls.serverSecretName $tls.clientSecretName }}
+{{- dict "server" $tls.serverSecretName "client" $tls.clientSecretName "generated" false | toJson }}
+{{- else if or $tls.serverSecretName $tls.clientSecretName }}
+{{- fail "connectionDetails.tls: give both serverSecretName and clientSecretName, or neither (the chart then generates both)" }}
+{{- else }}
+{{- dict "server" "loom-secrets-grpc" "client" "loom-renderer-grpc" "generated" true | toJson }}
+{{- end }}
+{{- end }}

@@ -41,7 +41,7 @@ type Input struct {
 	Spec       Spec   `json:"spec"`
 }
 
-// Spec holds the settings of both functions; each reads its own.
+// Spec holds the settings of every function; each reads its own.
 type Spec struct {
 	// compose-from-env: labels of the EnvironmentConfigs to require (unless
 	// Require says otherwise).
@@ -63,6 +63,18 @@ type Spec struct {
 	// read-context: the composition resource name of what it composes
 	// (default from-context).
 	ResourceName string `json:"resourceName,omitempty"`
+
+	// connection-details: the namespace of the connection Secret of the
+	// NopResource db it composes (the Secret is named <XR UID>-db).
+	SecretNamespace string `json:"secretNamespace,omitempty"`
+	// connection-details: what NopResource db writes to its connection
+	// Secret.
+	SecretData map[string]string `json:"secretData,omitempty"`
+	// connection-details: XR connection details copied from the observed
+	// connection details of NopResource db, by XR key: its key.
+	Copy map[string]string `json:"copy,omitempty"`
+	// connection-details: XR connection details of fixed values.
+	Fixed map[string]string `json:"fixed,omitempty"`
 
 	// Behaviour makes the function misbehave, for tests.
 	Behaviour Behaviour `json:"behaviour,omitempty"`
