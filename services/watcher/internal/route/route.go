@@ -14,7 +14,7 @@
 //	Function (loom.dev)           renderer  the Function
 //	ReferenceRule (loom.dev)      binder    the ReferenceRule
 //	XR                            renderer  the XR
-//	                              secrets   the XR (*)
+//	                              secrets   the XR
 //	                              binder    the XR (*)
 //	                              binder    its claim (spec.claimRef, if cached)
 //	claim                         binder    the claim (*)
@@ -25,11 +25,13 @@
 //	watched on request of XRs     renderer  each requesting XR
 //
 // (*) Not for a change of the status alone (Object.StatusOnly): the binder
-// and the secrets service read nothing from an XR's or a claim's status but
-// what they wrote there themselves, so such a change (typically their own
-// write, or the renderer's) would only cost them a reconcile of reads. The
-// binder still mirrors an XR's status to its claim, and the renderer still
-// sees every change of its XRs.
+// reads nothing from a claim's status, or from its XR target's status, but
+// what it wrote there itself, and the secrets service reads nothing from a
+// claim's status, so such a change (typically their own write) would only
+// cost them a reconcile of reads. The binder still mirrors an XR's status to
+// its claim (the claim target), the secrets service still sees every change
+// of an XR (it copies the XR's Secret to the claim once the XR is Ready),
+// and the renderer sees every change of its XRs.
 //
 // A kind may play several roles (an XR composed by another XR is both an XR
 // and a composed resource); its deliveries are the union, one per service and
@@ -168,7 +170,7 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 	}
 	if roles.Has(RoleXR) {
 		if o.StatusOnly {
-			add("composite resource status changed", self, Renderer)
+			add("composite resource status changed", self, Renderer, Secrets)
 		} else {
 			add("composite resource changed", self, Renderer, Secrets, Binder)
 		}

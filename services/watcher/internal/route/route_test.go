@@ -151,7 +151,7 @@ func TestRoute(t *testing.T) {
 			},
 		},
 		"BoundXRStatus": {
-			reason: "A change of a bound XR's status alone goes to the renderer, and to the binder targeting its claim (the status mirror).",
+			reason: "A change of a bound XR's status alone goes to the renderer and secrets, and to the binder targeting its claim (the status mirror), not to the binder targeting the XR.",
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
 				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
 				o.StatusOnly = true
@@ -160,6 +160,7 @@ func TestRoute(t *testing.T) {
 			want: []Delivery{
 				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
 				{Service: Renderer, Target: xr, Reason: "composite resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource status changed"},
 			},
 		},
 		"ComposedXRStatus": {
@@ -174,6 +175,7 @@ func TestRoute(t *testing.T) {
 				{Service: Binder, Target: xr, Reason: "composed resource changed"},
 				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource status changed"},
 				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
 			},
 		},
