@@ -18,6 +18,8 @@ MODULES  := proto pkg services/watcher services/renderer services/binder service
 K8S_VERSION  := v1.35.4
 K8S_BIN      := $(CACHE)/k8s/$(K8S_VERSION)
 CONTROL_PLANE := $(K8S_BIN)/kube-apiserver $(K8S_BIN)/kube-controller-manager $(K8S_BIN)/etcd
+# kubectl of the same release, for people using the local stack (bin/kubectl).
+KUBECTL       := $(K8S_BIN)/kubectl
 
 # Binaries of Loom itself and of the test provider.
 SERVICES := watcher renderer binder secrets
@@ -43,6 +45,7 @@ control-plane: $(CONTROL_PLANE) ## Build kube-apiserver, kube-controller-manager
 $(K8S_BIN)/kube-apiserver:          CP_PKG := k8s.io/kubernetes/cmd/kube-apiserver
 $(K8S_BIN)/kube-controller-manager: CP_PKG := k8s.io/kubernetes/cmd/kube-controller-manager
 $(K8S_BIN)/etcd:                    CP_PKG := ./cmd/etcd
+$(K8S_BIN)/kubectl:                 CP_PKG := k8s.io/kubernetes/cmd/kubectl
 # Stamp the release into the binaries so /version reports it (as the
 # Kubernetes build scripts do).
 CP_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
@@ -52,14 +55,18 @@ CP_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/p
 # name carries K8S_VERSION, so bumping it builds afresh. GOWORK=off keeps the
 # rest of the workspace from moving the control plane's dependencies. The
 # binary is renamed into place so an interrupted build leaves nothing behind.
-$(CONTROL_PLANE):
+$(CONTROL_PLANE) $(KUBECTL):
 	@mkdir -p $(K8S_BIN)
 	@echo "building $(@F) (Kubernetes $(K8S_VERSION)) into $(K8S_BIN) (first time only, a few minutes)"
 	cd tools && GOWORK=off go build -ldflags '$(CP_LDFLAGS)' -o $@.tmp $(CP_PKG)
 	@mv $@.tmp $@
 
+.PHONY: kubectl
+kubectl: $(KUBECTL) ## Build kubectl of the same Kubernetes release into bin/kubectl (cached).
+	@mkdir -p bin && ln -sf $(abspath $(KUBECTL)) bin/kubectl
+
 .PHONY: run
-run: build control-plane ## Start the local stack with the examples, in the foreground (Ctrl-C stops it).
+run: build control-plane kubectl ## Start the local stack with the examples, in the foreground (Ctrl-C stops it).
 	$(BIN)/loomctl dev up
 
 .PHONY: test
