@@ -30,10 +30,33 @@ var ReadyBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300
 // XRs whose partition moved to another replica fade out.
 const referencesTTL = 30 * time.Minute
 
-// instruments are made lazily from the global MeterProvider, so that they are
-// bound to the provider Setup installs even when a helper is first called
-// before it (the global provider delegates).
-var instruments = sync.OnceValue(func() *ready {
+// The instruments are made lazily from the global MeterProvider, so that
+// they are bound to the provider Setup installs even when a helper is first
+// called before it (the global provider delegates). Setup drops them when it
+// installs a provider, so that a process (a test binary) that calls Setup
+// again records into the new provider rather than the first one.
+var (
+	instMu sync.Mutex
+	inst   *ready
+)
+
+func instruments() *ready {
+	instMu.Lock()
+	defer instMu.Unlock()
+	if inst == nil {
+		inst = newReady()
+	}
+	return inst
+}
+
+// resetInstruments makes the next helper call create the instruments anew.
+func resetInstruments() {
+	instMu.Lock()
+	inst = nil
+	instMu.Unlock()
+}
+
+func newReady() *ready {
 	m := otel.Meter(instrumentationPrefix + "pkg/telemetry")
 	claim, _ := m.Float64Histogram(MetricClaimTimeToReady, metric.WithUnit("s"),
 		metric.WithDescription("Time from a claim's creation to its Ready condition becoming True, by kind."),
@@ -49,7 +72,7 @@ var instruments = sync.OnceValue(func() *ready {
 			return nil
 		}))
 	return r
-})
+}
 
 type ready struct {
 	claim metric.Float64Histogram

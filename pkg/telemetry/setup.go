@@ -173,6 +173,7 @@ func Setup(ctx context.Context, service, replicaID string, opts ...Option) (shut
 	}
 	mp := sdkmetric.NewMeterProvider(mopts...)
 	otel.SetMeterProvider(mp)
+	resetInstruments()
 	shutdowns = append(shutdowns, mp.Shutdown)
 	return shutdown, nil
 }
