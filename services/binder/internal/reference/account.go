@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/impersonate"
 )
 
 // account returns the ServiceAccount the XRD of XR kind gvk names, or nil.
@@ -28,15 +29,11 @@ func (r *Reconciler) account(ctx context.Context, gvk schema.GroupVersionKind) (
 
 // impersonate returns the Writer that acts as sa.
 func (r *Reconciler) impersonate(sa *xv1.ServiceAccountReference) (Writer, error) {
-	w, err := r.as(serviceAccountUser(sa))
+	w, err := r.as(impersonate.ServiceAccountUser(sa.Namespace, sa.Name))
 	if err != nil {
 		return nil, fmt.Errorf("cannot act as service account %s/%s: %w", sa.Namespace, sa.Name, err)
 	}
 	return w, nil
-}
-
-func serviceAccountUser(sa *xv1.ServiceAccountReference) string {
-	return "system:serviceaccount:" + sa.Namespace + ":" + sa.Name
 }
 
 // forbidden says that sa may not update obj, naming the resource as the API

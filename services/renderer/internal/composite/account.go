@@ -7,7 +7,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/loomxr/loom/services/renderer/internal/kube"
+	"github.com/loomxr/loom/pkg/impersonate"
 )
 
 // impersonate makes st's composer the client that acts as the ServiceAccount
@@ -22,7 +22,7 @@ func (r *Reconciler) impersonate(st *state) error {
 	if r.as == nil {
 		return fmt.Errorf("%w: CompositeResourceDefinition %q names service account %s, and this renderer cannot impersonate", errInvalidSpec, st.xrd.GetName(), st.account)
 	}
-	c, err := r.as(kube.ServiceAccountUser(sa.Namespace, sa.Name))
+	c, err := r.as(impersonate.ServiceAccountUser(sa.Namespace, sa.Name))
 	if err != nil {
 		return fmt.Errorf("cannot act as service account %s: %w", st.account, err)
 	}

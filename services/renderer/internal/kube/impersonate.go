@@ -1,54 +1,27 @@
 package kube
 
 import (
-	"fmt"
-	"sync"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/loomxr/loom/pkg/impersonate"
 )
 
-// ServiceAccountUser returns the user name a ServiceAccount authenticates
-// as, which is what impersonating it sends.
-func ServiceAccountUser(namespace, name string) string {
-	return "system:serviceaccount:" + namespace + ":" + name
-}
-
 // An Impersonator hands out Clients that act as another user (in practice
-// the ServiceAccount an XRD names), one per user, made on first use and
-// kept. They share the base configuration (rate limits, request
-// accounting) and the REST mapper. It is safe for concurrent use.
-//
-// Impersonating needs the impersonate verb on the impersonated
-// ServiceAccount (see deploy/helm/loom/files/rbac/renderer.yaml).
-type Impersonator struct {
-	cfg    *rest.Config
-	mapper meta.ResettableRESTMapper
+// the ServiceAccount an XRD names), one per user; see package impersonate.
+// Impersonating needs the impersonate verb on the impersonated ServiceAccount
+// (see deploy/helm/loom/files/rbac/renderer.yaml).
+type Impersonator = impersonate.Clients[*Client]
 
-	mu      sync.Mutex
-	clients map[string]*Client
-}
-
-// NewImpersonator returns an Impersonator whose clients derive from cfg.
+// NewImpersonator returns an Impersonator whose Clients derive from cfg and
+// share the REST mapper.
 func NewImpersonator(cfg *rest.Config, mapper meta.ResettableRESTMapper) *Impersonator {
-	return &Impersonator{cfg: cfg, mapper: mapper, clients: map[string]*Client{}}
-}
-
-// As returns the Client that acts as user.
-func (i *Impersonator) As(user string) (*Client, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if c, ok := i.clients[user]; ok {
-		return c, nil
-	}
-	cfg := rest.CopyConfig(i.cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create a client that impersonates %q: %w", user, err)
-	}
-	c := New(dyn, i.mapper)
-	i.clients[user] = c
-	return c, nil
+	return impersonate.New(cfg, func(cfg *rest.Config) (*Client, error) {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return New(dyn, mapper), nil
+	})
 }

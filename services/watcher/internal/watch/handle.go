@@ -34,21 +34,14 @@ func (w *Watcher) onAdd(s *source, obj any, initial bool) {
 }
 
 func (w *Watcher) onUpdate(s *source, old, obj any) {
-	om, err1 := metaAccessor(old)
-	nm, err2 := metaAccessor(obj)
-	if err1 == nil && err2 == nil && om.GetResourceVersion() == nm.GetResourceVersion() {
+	om, err1 := object.MetaOf(s.gvk, old)
+	nm, err2 := object.MetaOf(s.gvk, obj)
+	known := err1 == nil && err2 == nil
+	if known && om.ResourceVersion == nm.ResourceVersion {
 		// A relist found nothing new.
 		return
 	}
-	statusOnly := false
-	if err1 == nil && err2 == nil {
-		if o, err := object.MetaOf(s.gvk, old); err == nil {
-			if n, err := object.MetaOf(s.gvk, obj); err == nil {
-				statusOnly = object.StatusOnly(o, n)
-			}
-		}
-	}
-	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, statusOnly)
+	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, known && object.StatusOnly(om, nm))
 }
 
 func (w *Watcher) onDelete(s *source, obj any) {
