@@ -23,8 +23,6 @@ package connection
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -43,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/loomxr/loom/pkg/fn"
 	secretsv1 "github.com/loomxr/loom/proto/secrets/v1"
 )
 
@@ -172,18 +171,6 @@ func Dial(c Config) (*Client, error) {
 	if len(c.Endpoints) == 0 {
 		return nil, errors.New("cannot reach the secrets service: no endpoint")
 	}
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("cannot load the client certificate for the secrets service: %w", err)
-	}
-	pem, err := os.ReadFile(c.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the CA of the secrets service: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("cannot read the CA of the secrets service: %s holds no PEM certificate", c.CAFile)
-	}
 	name := c.ServerName
 	if name == "" {
 		host, _, err := net.SplitHostPort(c.Endpoints[0])
@@ -192,13 +179,23 @@ func Dial(c Config) (*Client, error) {
 		}
 		name = host
 	}
+	m := &fn.TLSMaterial{ServerName: name}
+	for _, f := range []struct {
+		path string
+		into *[]byte
+	}{{c.CAFile, &m.CA}, {c.CertFile, &m.Cert}, {c.KeyFile, &m.Key}} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the TLS material for the secrets service: %w", err)
+		}
+		*f.into = b
+	}
+	tc, err := m.Config()
+	if err != nil {
+		return nil, fmt.Errorf("cannot use the TLS material for the secrets service: %w", err)
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-			Certificates: []tls.Certificate{cert},
-			RootCAs:      pool,
-			ServerName:   name,
-			MinVersion:   tls.VersionTLS12,
-		})),
+		grpc.WithTransportCredentials(credentials.NewTLS(tc)),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
 	}
 	target := "dns:///" + c.Endpoints[0]
