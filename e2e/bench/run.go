@@ -68,6 +68,9 @@ type Config struct {
 	// NoAudit turns the API server's audit log off: requests are then
 	// attributed from the API server's counters only.
 	NoAudit bool
+	// APIServerFlags are extra kube-apiserver flags for experiments, for
+	// example --profiling=true to take a CPU profile during a run.
+	APIServerFlags []string
 	// NoResync skips the steady-state resync check.
 	NoResync bool
 	// RepoRoot is the Loom checkout. Default: found from the working
@@ -200,6 +203,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		opts.APIServerArgs, r.audit = flags, path
 	}
+	opts.APIServerArgs = append(opts.APIServerArgs, cfg.APIServerFlags...)
 	r.logf("starting the stack in %s (%s)", stateDir, cfg.Name)
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	s, err := stack.Start(startCtx, opts)

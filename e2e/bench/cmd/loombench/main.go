@@ -42,6 +42,7 @@ func run() error {
 		cluster  = flag.Int("nats-cluster", 0, "if above 1, run twice, on one NATS server and on a cluster of this many, and report the ratio")
 		replicas = flag.String("replicas", "", "replicas of services for a single run, for example renderer=2,binder=2")
 		svcFlags = flag.String("service-flags", "", `extra flags of services for experiments, for example "binder=--kube-qps=500 --kube-burst=1000;secrets=--kube-qps=500"`)
+		apiFlags = flag.String("apiserver-flags", "", `extra kube-apiserver flags for experiments, space-separated, for example "--profiling=true"`)
 		noAudit  = flag.Bool("no-audit", false, "run the API server without an audit log (requests attributed from its counters only)")
 		timeout  = flag.Duration("timeout", 0, "how long to wait for every claim to be Ready (default 10m plus 1s per claim)")
 		keep     = flag.Bool("keep", false, "keep the stack's state folder (logs, audit log)")
@@ -107,7 +108,7 @@ func run() error {
 	for _, v := range variants {
 		cfg := bench.Config{
 			Claims: *n, Creators: *creators, Ceiling: *ceiling, Replicas: v.replicas, NATSServers: v.nats,
-			ServiceFlags: extra, NoAudit: *noAudit, KeepState: *keep, ReadyTimeout: *timeout, RepoRoot: repo, Log: os.Stderr,
+			ServiceFlags: extra, NoAudit: *noAudit, APIServerFlags: strings.Fields(*apiFlags), KeepState: *keep, ReadyTimeout: *timeout, RepoRoot: repo, Log: os.Stderr,
 		}
 		if v.nats > 1 {
 			cfg.Name = fmt.Sprintf("NATS cluster of %d", v.nats)
