@@ -137,7 +137,14 @@ func Transform(s Shape) cache.TransformFunc {
 		case *unstructured.Unstructured:
 			out := &unstructured.Unstructured{Object: prune(o.Object, keep)}
 			keepController(out)
-			out.SetAnnotations(digestAnnotations(o.GetAnnotations(), o.GetFinalizers()))
+			ann := digestAnnotations(o.GetAnnotations(), o.GetFinalizers())
+			if s&ShapeXR != 0 {
+				if ann == nil {
+					ann = map[string]string{}
+				}
+				ann[AnnotationStatus] = statusSummary(o)
+			}
+			out.SetAnnotations(ann)
 			return out, nil
 		case *metav1.PartialObjectMetadata:
 			return stripMetadata(o), nil
@@ -210,18 +217,27 @@ const AnnotationDigest = "loom.dev/watcher-metadata-digest"
 
 // digestAnnotations returns the cached object's annotations: the digest of
 // annotations and finalizers. Input that is already cached (holding just
-// the digest, no finalizers) is returned as is, keeping Transform
-// idempotent.
+// the watcher's own annotations, no finalizers) keeps its digest, keeping
+// Transform idempotent; AnnotationStatus is left to the caller.
 func digestAnnotations(annotations map[string]string, finalizers []string) map[string]string {
-	if _, ok := annotations[AnnotationDigest]; ok && len(annotations) == 1 && len(finalizers) == 0 {
-		return annotations
+	user := 0
+	for k := range annotations {
+		if k != AnnotationDigest && k != AnnotationStatus {
+			user++
+		}
 	}
-	if len(annotations) == 0 && len(finalizers) == 0 {
+	if d, ok := annotations[AnnotationDigest]; ok && user == 0 && len(finalizers) == 0 {
+		return map[string]string{AnnotationDigest: d}
+	}
+	if user == 0 && len(finalizers) == 0 {
 		return nil
 	}
 	h := fnv.New64a()
 	keys := slices.Sorted(maps.Keys(annotations))
 	for _, k := range keys {
+		if k == AnnotationStatus {
+			continue
+		}
 		_, _ = io.WriteString(h, k)
 		_, _ = h.Write([]byte{0})
 		_, _ = io.WriteString(h, annotations[k])
@@ -260,6 +276,9 @@ type Meta struct {
 	// Digest summarises the annotations and finalizers (AnnotationDigest);
 	// empty when the object has neither.
 	Digest string
+	// Status summarises an XR's status (AnnotationStatus); empty for other
+	// kinds.
+	Status string
 }
 
 // StatusOnly reports whether a change from old to cur touched nothing but
@@ -302,6 +321,7 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 		Controller:      controllerOf(o.GetOwnerReferences()),
 		Deleting:        o.GetDeletionTimestamp() != nil,
 		Digest:          o.GetAnnotations()[AnnotationDigest],
+		Status:          o.GetAnnotations()[AnnotationStatus],
 	}, nil
 }
 

@@ -160,8 +160,16 @@ metadata:
 			}
 			want := parse(t, tc.want)
 			in := parse(t, tc.in)
-			// The digest's own behaviour is TestDigest's business.
-			want.SetAnnotations(digestAnnotations(in.GetAnnotations(), in.GetFinalizers()))
+			// The digest's and the status summary's own behaviour are
+			// TestDigest's and TestStatusChanges' business.
+			ann := digestAnnotations(in.GetAnnotations(), in.GetFinalizers())
+			if tc.shape&ShapeXR != 0 {
+				if ann == nil {
+					ann = map[string]string{}
+				}
+				ann[AnnotationStatus] = statusSummary(in)
+			}
+			want.SetAnnotations(ann)
 			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\nTransform(): -want, +got:\n%s", tc.reason, diff)
 			}

@@ -28,10 +28,28 @@
 // reads nothing from a claim's status, or from its XR target's status, but
 // what it wrote there itself, and the secrets service reads nothing from a
 // claim's status, so such a change (typically their own write) would only
-// cost them a reconcile of reads. The binder still mirrors an XR's status to
-// its claim (the claim target), the secrets service still sees every change
-// of an XR (it copies the XR's Secret to the claim once the XR is Ready),
-// and the renderer sees every change of its XRs.
+// cost them a reconcile of reads.
+//
+// A change of an XR's status alone goes only where a part of the status
+// that a service reads changed (Object.StatusChanged):
+//
+//	renderer          the status outside the machinery's own fields
+//	                  (conditions, connectionDetails, claimConditionTypes,
+//	                  loom, watchedResourceRefs, crossplane): what
+//	                  ToCompositeFieldPath patches and functions wrote, and
+//	                  FromCompositeFieldPath patches may read
+//	secrets           the Ready condition's status (it copies the XR's
+//	                  Secret to the claim once the XR is Ready)
+//	binder (claim)    what it mirrors to the claim: the Ready condition's
+//	                  status, the conditions listed in claimConditionTypes
+//	                  and the status outside conditions, connectionDetails
+//	                  and watchedResourceRefs
+//
+// So the services' own writes of conditions (Synced and Ready's message,
+// ReferencesResolved, ConnectionDetailsReady) and of connectionDetails wake
+// no one. The cost: a patch that reads one of the machinery fields of its
+// XR (status.conditions, say) is re-run with the XR's next other change
+// rather than at once.
 //
 // A kind may play several roles (an XR composed by another XR is both an XR
 // and a composed resource); its deliveries are the union, one per service and
@@ -112,6 +130,9 @@ type Object struct {
 	// StatusOnly is true for an update that changed nothing but the
 	// object's status (see object.StatusOnly).
 	StatusOnly bool
+	// StatusChanged says, for an XR's StatusOnly update, which parts of
+	// its status changed (object.StatusChanges).
+	StatusChanged object.StatusChange
 }
 
 // Self returns the object as a target.
@@ -169,12 +190,18 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		add("reference rule changed", self, Binder)
 	}
 	if roles.Has(RoleXR) {
-		if o.StatusOnly {
-			add("composite resource status changed", self, Renderer, Secrets)
-		} else {
+		switch {
+		case !o.StatusOnly:
 			add("composite resource changed", self, Renderer, Secrets, Binder)
+		default:
+			if o.StatusChanged&object.StatusPatchable != 0 {
+				add("composite resource status changed", self, Renderer)
+			}
+			if o.StatusChanged&object.StatusReady != 0 {
+				add("composite resource readiness changed", self, Secrets)
+			}
 		}
-		if r := o.ClaimRef; r != nil {
+		if r := o.ClaimRef; r != nil && (!o.StatusOnly || o.StatusChanged&object.StatusClaim != 0) {
 			if claim, ok := l.Claim(r.GroupKind(), r.Namespace, r.Name); ok {
 				add("bound composite resource changed", claim, Binder)
 			}

@@ -151,17 +151,52 @@ func TestRoute(t *testing.T) {
 			},
 		},
 		"BoundXRStatus": {
-			reason: "A change of a bound XR's status alone goes to the renderer and secrets, and to the binder targeting its claim (the status mirror), not to the binder targeting the XR.",
+			reason: "A change of every part of a bound XR's status goes to the renderer and secrets, and to the binder targeting its claim (the status mirror), not to the binder targeting the XR.",
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
 				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
 				o.StatusOnly = true
+				o.StatusChanged = object.StatusAll
 			}),
 			roles: RoleXR,
 			want: []Delivery{
 				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
 				{Service: Renderer, Target: xr, Reason: "composite resource status changed"},
-				{Service: Secrets, Target: xr, Reason: "composite resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed"},
 			},
+		},
+		"BoundXRPatchableStatus": {
+			reason: "A status field that patches write goes to the renderer and to the claim's mirror; the secrets service waits for Ready only.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusPatchable | object.StatusClaim
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composite resource status changed"},
+			},
+		},
+		"BoundXRReady": {
+			reason: "Readiness alone goes to secrets and to the claim's mirror, not to the renderer, which wrote it.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusReady | object.StatusClaim
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed"},
+			},
+		},
+		"BoundXRMachineryStatus": {
+			reason: "A change of the machinery's own status fields alone (a condition no one mirrors, connectionDetails) goes nowhere.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+			}),
+			roles: RoleXR,
 		},
 		"ComposedXRStatus": {
 			reason: "A change of a composed XR's status alone still reaches every service of its parent XR.",
@@ -169,13 +204,14 @@ func TestRoute(t *testing.T) {
 				o.Labels = map[string]string{object.LabelComposite: xr.Name}
 				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
 				o.StatusOnly = true
+				o.StatusChanged = object.StatusAll
 			}),
 			roles: RoleXR | RoleComposed,
 			want: []Delivery{
 				{Service: Binder, Target: xr, Reason: "composed resource changed"},
 				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
-				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource status changed"},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource readiness changed"},
 				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
 			},
 		},

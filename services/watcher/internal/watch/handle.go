@@ -41,7 +41,12 @@ func (w *Watcher) onUpdate(s *source, old, obj any) {
 		// A relist found nothing new.
 		return
 	}
-	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, known && object.StatusOnly(om, nm))
+	var ch *object.StatusChange
+	if known && object.StatusOnly(om, nm) {
+		c := object.StatusChanges(om, nm)
+		ch = &c
+	}
+	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, ch)
 }
 
 func (w *Watcher) onDelete(s *source, obj any) {
@@ -51,12 +56,13 @@ func (w *Watcher) onDelete(s *source, obj any) {
 // handle records what the watcher learns from a change and, once live and if
 // publish is set, publishes its deliveries.
 func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish bool) {
-	w.handleChange(s, typ, obj, publish, false)
+	w.handleChange(s, typ, obj, publish, nil)
 }
 
 // handleChange is handle for a change that may have touched only the
-// object's status (statusOnly), which fewer services need to hear of.
-func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publish, statusOnly bool) {
+// object's status (statusOnly not nil, saying which parts of an XR's status
+// changed), which fewer services need to hear of.
+func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publish bool, statusOnly *object.StatusChange) {
 	m, err := object.MetaOf(s.gvk, obj)
 	if err != nil {
 		w.log.Error("cannot handle change", "kind", s.gvk.String(), "err", err)
@@ -71,7 +77,10 @@ func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publi
 	if !publish || !w.live.Load() {
 		return
 	}
-	o := route.Object{Meta: m, StatusOnly: statusOnly}
+	o := route.Object{Meta: m, StatusOnly: statusOnly != nil}
+	if statusOnly != nil {
+		o.StatusChanged = *statusOnly
+	}
 	if roles&route.RoleXR != 0 {
 		if u := object.Unstructured(obj); u != nil {
 			o.ClaimRef = object.ClaimRef(u)

@@ -476,16 +476,39 @@ spec: {forProvider: {}}
 		claim = c.patch(t, gvrClaim, "team-a", "w1", `{"metadata":{"annotations":{"step":"status-only"}}}`)
 		rec.expect(t, from,
 			want{service: route.Renderer, object: xr.GetUID(), target: xr.GetUID(), rv: xs.GetResourceVersion(), reason: "composite resource status changed"},
-			want{service: route.Secrets, object: xr.GetUID(), target: xr.GetUID(), rv: xs.GetResourceVersion(), reason: "composite resource status changed"},
 			want{service: route.Binder, object: xr.GetUID(), target: claim.GetUID(), rv: xs.GetResourceVersion()},
 			want{service: route.Binder, object: claim.GetUID(), target: claim.GetUID(), rv: claim.GetResourceVersion()},
 			want{service: route.Secrets, object: claim.GetUID(), target: claim.GetUID(), rv: claim.GetResourceVersion()},
 		)
+
+		// Conditions alone: one no service reads, then Ready, which the
+		// secrets service and the claim's mirror read. An annotation of
+		// the XR afterwards marks the point by which both are published.
+		setConditions := func(conds string) *unstructured.Unstructured {
+			t.Helper()
+			out, err := c.resource(gvrXR, "").Patch(t.Context(), xr.GetName(), types.MergePatchType, []byte(`{"status":{"conditions":`+conds+`}}`), metav1.PatchOptions{}, "status")
+			if err != nil {
+				t.Fatalf("cannot patch the conditions of %s: %v", xr.GetName(), err)
+			}
+			return out
+		}
+		other := `{"type":"ConnectionDetailsReady","status":"True","reason":"Published","lastTransitionTime":"2026-01-01T00:00:00Z"}`
+		xo := setConditions(`[` + other + `]`)
+		xready := setConditions(`[` + other + `,{"type":"Ready","status":"True","reason":"Available","lastTransitionTime":"2026-01-01T00:00:00Z"}]`)
+		xm := c.patch(t, gvrXR, "", xr.GetName(), `{"metadata":{"annotations":{"step":"conditions-only"}}}`)
+		rec.expect(t, from,
+			want{service: route.Secrets, object: xr.GetUID(), target: xr.GetUID(), rv: xready.GetResourceVersion(), reason: "composite resource readiness changed"},
+			want{service: route.Binder, object: xr.GetUID(), target: claim.GetUID(), rv: xready.GetResourceVersion()},
+			want{service: route.Renderer, object: xr.GetUID(), target: xr.GetUID(), rv: xm.GetResourceVersion(), reason: "composite resource changed"},
+		)
 		for _, p := range rec.since(from) {
 			rv, obj, svc := p.ev.GetResourceVersion(), types.UID(p.ev.GetObject().GetUid()), p.service
 			claimStatus := obj == claim.GetUID() && rv == cs.GetResourceVersion()
-			xrStatusToSelf := obj == xr.GetUID() && rv == xs.GetResourceVersion() && svc == route.Binder && p.ev.GetTarget().GetUid() == string(xr.GetUID())
-			if claimStatus || xrStatusToSelf {
+			xrStatus := obj == xr.GetUID() && rv == xs.GetResourceVersion() && (svc == route.Secrets ||
+				svc == route.Binder && p.ev.GetTarget().GetUid() == string(xr.GetUID()))
+			otherCondition := obj == xr.GetUID() && rv == xo.GetResourceVersion()
+			readyToRenderer := obj == xr.GetUID() && rv == xready.GetResourceVersion() && svc == route.Renderer
+			if claimStatus || xrStatus || otherCondition || readyToRenderer {
 				t.Errorf("A change of the status alone reached a service that does not read it:\n%s", dump([]published{p}))
 			}
 		}

@@ -1,0 +1,159 @@
+package object
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// AnnotationStatus is kept on cached XRs only, beside AnnotationDigest: a
+// summary of the XR's status in three parts, "<ready>/<patchable>/<claim>",
+// so that the watcher can tell which services a change of the status alone
+// concerns (see StatusChanges). Like the digest it exists only in the
+// watcher's cache.
+const AnnotationStatus = "loom.dev/watcher-status-summary"
+
+// A StatusChange says which parts of an XR's status a change touched.
+type StatusChange uint8
+
+// Parts of an XR's status.
+const (
+	// StatusReady is the status of the Ready condition, which the secrets
+	// service waits for before it copies the connection Secret to the
+	// claim.
+	StatusReady StatusChange = 1 << iota
+
+	// StatusPatchable is the status outside the composition machinery's
+	// own fields (machineryStatus): what ToCompositeFieldPath patches and
+	// functions write, and what FromCompositeFieldPath patches may read.
+	StatusPatchable
+
+	// StatusClaim is what the binder copies to the XR's claim: the status
+	// outside compositeOnlyStatus, the Ready condition's status and the
+	// conditions of the types in status.claimConditionTypes.
+	StatusClaim
+
+	// StatusAll is every part; it is the change when either summary is
+	// unknown.
+	StatusAll = StatusReady | StatusPatchable | StatusClaim
+)
+
+// machineryStatus are the XR status fields that Loom's services write for
+// themselves (the renderer's conditions, summary and watch list, the
+// secrets service's connectionDetails, the binder's conditions): the same
+// set the renderer never lets patches or functions own.
+var machineryStatus = []string{ //nolint:gochecknoglobals // Treated as a constant.
+	"conditions", "connectionDetails", "claimConditionTypes", "loom", "watchedResourceRefs", "crossplane",
+}
+
+// compositeOnlyStatus are the XR status fields the binder does not copy to
+// the claim.
+var compositeOnlyStatus = []string{ //nolint:gochecknoglobals // Treated as a constant.
+	"conditions", "connectionDetails", "watchedResourceRefs",
+}
+
+// statusSummary returns the AnnotationStatus value of an XR. An object that
+// was cached already (it has the annotation and no status) keeps its value.
+func statusSummary(u *unstructured.Unstructured) string {
+	status, ok := u.Object["status"].(map[string]any)
+	if !ok {
+		if v, ok := u.GetAnnotations()[AnnotationStatus]; ok {
+			return v
+		}
+	}
+	ready := ""
+	conds, _ := status["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			ready, _ = m["status"].(string)
+		}
+	}
+
+	patchable := fnv.New64a()
+	hashValue(patchable, without(status, machineryStatus))
+
+	claim := fnv.New64a()
+	hashValue(claim, without(status, compositeOnlyStatus))
+	_, _ = io.WriteString(claim, ready)
+	types, _ := status["claimConditionTypes"].([]any)
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && slices.Contains(types, m["type"]) {
+			hashValue(claim, m)
+		}
+	}
+	return ready + "/" + strconv.FormatUint(patchable.Sum64(), 16) + "/" + strconv.FormatUint(claim.Sum64(), 16)
+}
+
+// StatusChanges returns the parts of an XR's status that differ between two
+// cached versions; StatusAll when either has no summary.
+func StatusChanges(old, cur Meta) StatusChange {
+	o, c := strings.Split(old.Status, "/"), strings.Split(cur.Status, "/")
+	if len(o) != 3 || len(c) != 3 {
+		return StatusAll
+	}
+	var ch StatusChange
+	for i, part := range []StatusChange{StatusReady, StatusPatchable, StatusClaim} {
+		if o[i] != c[i] {
+			ch |= part
+		}
+	}
+	return ch
+}
+
+// without returns m without the given keys (m itself when it has none).
+func without(m map[string]any, keys []string) map[string]any {
+	if !slices.ContainsFunc(keys, func(k string) bool { _, ok := m[k]; return ok }) {
+		return m
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if !slices.Contains(keys, k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// hashValue writes a JSON value to h unambiguously: a type tag before each
+// value, object keys sorted, a terminator after each string.
+func hashValue(h hash.Hash64, v any) {
+	switch tv := v.(type) {
+	case nil:
+		_, _ = h.Write([]byte{'n'})
+	case map[string]any:
+		_, _ = h.Write([]byte{'{'})
+		for _, k := range slices.Sorted(maps.Keys(tv)) {
+			_, _ = io.WriteString(h, k)
+			_, _ = h.Write([]byte{0})
+			hashValue(h, tv[k])
+		}
+		_, _ = h.Write([]byte{'}'})
+	case []any:
+		_, _ = h.Write([]byte{'['})
+		for _, e := range tv {
+			hashValue(h, e)
+		}
+		_, _ = h.Write([]byte{']'})
+	case string:
+		_, _ = h.Write([]byte{'s'})
+		_, _ = io.WriteString(h, tv)
+		_, _ = h.Write([]byte{0})
+	case bool:
+		_, _ = io.WriteString(h, "b"+strconv.FormatBool(tv))
+	case int64:
+		_, _ = io.WriteString(h, "i"+strconv.FormatInt(tv, 10)+"\x00")
+	case float64:
+		_, _ = io.WriteString(h, "f"+strconv.FormatFloat(tv, 'g', -1, 64)+"\x00")
+	default:
+		// Unstructured content holds nothing else.
+		_, _ = fmt.Fprintf(h, "?%T%#v\x00", v, v)
+	}
+}

@@ -1,0 +1,117 @@
+package object
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestStatusChanges(t *testing.T) {
+	base := `
+apiVersion: example.org/v1
+kind: XDatabase
+metadata: {name: x, annotations: {a: b}}
+status:
+  tier: gold
+  loom: {resources: 3}
+  claimConditionTypes: [DatabaseReady]
+  connectionDetails: {lastPublishedTime: "2026-01-01T00:00:00Z"}
+  watchedResourceRefs: [{apiVersion: v1, kind: ConfigMap, name: c}]
+  conditions:
+  - {type: Synced, status: "True", reason: ReconcileSuccess}
+  - {type: Ready, status: "False", reason: Creating, message: "1 of 3 ready"}
+  - {type: DatabaseReady, status: "False", reason: Waiting}
+  - {type: ReferencesResolved, status: "False", reason: Waiting}
+`
+	cases := map[string]struct {
+		reason string
+		change string // a merge patch of the status
+		want   StatusChange
+	}{
+		"Same": {
+			reason: "The same status is no change.",
+			change: `{}`,
+		},
+		"PatchedField": {
+			reason: "A field that patches write concerns the renderer and the claim's mirror.",
+			change: `{"tier": "silver"}`,
+			want:   StatusPatchable | StatusClaim,
+		},
+		"NewField": {
+			reason: "A new field that patches write concerns the renderer and the claim's mirror.",
+			change: `{"endpoint": "db.example.org"}`,
+			want:   StatusPatchable | StatusClaim,
+		},
+		"Ready": {
+			reason: "Readiness concerns the secrets service and the claim's mirror.",
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "True", "reason": "Available"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
+			want:   StatusReady | StatusClaim,
+		},
+		"ReadyMessage": {
+			reason: "The message of a Ready condition whose status stays concerns no one.",
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Creating", "message": "2 of 3 ready"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
+		},
+		"MirroredCondition": {
+			reason: "A condition listed in claimConditionTypes concerns the claim's mirror only.",
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Creating", "message": "1 of 3 ready"}, {"type": "DatabaseReady", "status": "True", "reason": "Available"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
+			want:   StatusClaim,
+		},
+		"OtherCondition": {
+			reason: "A condition no one mirrors (the binder's own) concerns no one.",
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Creating", "message": "1 of 3 ready"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "True", "reason": "Resolved"}]}`,
+		},
+		"ConnectionDetails": {
+			reason: "The secrets service's connectionDetails concern no one.",
+			change: `{"connectionDetails": {"lastPublishedTime": "2026-02-01T00:00:00Z"}}`,
+		},
+		"Summary": {
+			reason: "Loom's summary is copied to the claim; the renderer wrote it.",
+			change: `{"loom": {"resources": 4}}`,
+			want:   StatusClaim,
+		},
+		"Watches": {
+			reason: "The renderer's watch list concerns no one.",
+			change: `{"watchedResourceRefs": []}`,
+		},
+		"MirroredTypes": {
+			reason: "A changed list of mirrored condition types concerns the claim's mirror.",
+			change: `{"claimConditionTypes": ["DatabaseReady", "ReferencesResolved"]}`,
+			want:   StatusClaim,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			old := parse(t, base)
+			cur := parse(t, base)
+			patch := parse(t, "status: "+tc.change)
+			st := cur.Object["status"].(map[string]any) //nolint:forcetypeassert // Parsed above.
+			for k, v := range patch.Object["status"].(map[string]any) { //nolint:forcetypeassert // Parsed above.
+				st[k] = v
+			}
+			got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur))
+			if got != tc.want {
+				t.Errorf("%s\nStatusChanges(): got %03b, want %03b", tc.reason, got, tc.want)
+			}
+		})
+	}
+
+	t.Run("Unknown", func(t *testing.T) {
+		if got := StatusChanges(Meta{}, metaOfXR(t, parse(t, base))); got != StatusAll {
+			t.Errorf("Without a summary of the old status every part counts as changed: got %03b, want %03b", got, StatusAll)
+		}
+	})
+}
+
+// metaOfXR returns the watcher's metadata of an XR, as cached.
+func metaOfXR(t *testing.T, u *unstructured.Unstructured) Meta {
+	t.Helper()
+	cached, err := Transform(ShapeXR)(u)
+	if err != nil {
+		t.Fatalf("Transform(): %v", err)
+	}
+	m, err := MetaOf(u.GroupVersionKind(), cached)
+	if err != nil {
+		t.Fatalf("MetaOf(): %v", err)
+	}
+	return m
+}
