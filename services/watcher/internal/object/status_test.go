@@ -84,7 +84,7 @@ status:
 			old := parse(t, base)
 			cur := parse(t, base)
 			patch := parse(t, "status: "+tc.change)
-			st := cur.Object["status"].(map[string]any) //nolint:forcetypeassert // Parsed above.
+			st := cur.Object["status"].(map[string]any)                 //nolint:forcetypeassert // Parsed above.
 			for k, v := range patch.Object["status"].(map[string]any) { //nolint:forcetypeassert // Parsed above.
 				st[k] = v
 			}
