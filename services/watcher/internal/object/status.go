@@ -37,7 +37,8 @@ const (
 
 	// StatusClaim is what the binder copies to the XR's claim: the status
 	// outside compositeOnlyStatus, the Ready condition's status and the
-	// conditions of the types in status.claimConditionTypes.
+	// conditions of the types in status.claimConditionTypes; and whether
+	// the XR has a status at all (the claim's first status waits for it).
 	StatusClaim
 
 	// StatusAll is every part; it is the change when either summary is
@@ -80,6 +81,11 @@ func statusSummary(u *unstructured.Unstructured) string {
 	hashValue(patchable, without(status, machineryStatus))
 
 	claim := fnv.New64a()
+	if ok {
+		// The claim's first status waits for its XR's first status,
+		// whatever that says.
+		_, _ = claim.Write([]byte{1})
+	}
 	hashValue(claim, without(status, compositeOnlyStatus))
 	_, _ = io.WriteString(claim, ready)
 	types, _ := status["claimConditionTypes"].([]any)

@@ -95,6 +95,16 @@ status:
 		})
 	}
 
+	t.Run("FirstStatus", func(t *testing.T) {
+		// The renderer's first status may hold nothing but a Synced
+		// condition (an error); the claim's first status waits for it.
+		old := parse(t, "apiVersion: example.org/v1\nkind: XDatabase\nmetadata: {name: x}\n")
+		cur := parse(t, "apiVersion: example.org/v1\nkind: XDatabase\nmetadata: {name: x}\nstatus: {conditions: [{type: Synced, status: \"False\", reason: ReconcileError}]}\n")
+		if got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur)); got != StatusClaim {
+			t.Errorf("An XR's first status concerns the claim's mirror: got %03b, want %03b", got, StatusClaim)
+		}
+	})
+
 	t.Run("Unknown", func(t *testing.T) {
 		if got := StatusChanges(Meta{}, metaOfXR(t, parse(t, base))); got != StatusAll {
 			t.Errorf("Without a summary of the old status every part counts as changed: got %03b, want %03b", got, StatusAll)
