@@ -171,6 +171,12 @@ func ConsumerName(service string, partition int) string {
 	return fmt.Sprintf("%s-p%02d", service, partition)
 }
 
+// UrgentConsumerName is the durable consumer of one partition's urgent lane:
+// <service>-pNN-urgent.
+func UrgentConsumerName(service string, partition int) string {
+	return ConsumerName(service, partition) + "-" + urgentToken
+}
+
 func upper(s string) string {
 	b := []byte(s)
 	for i, c := range b {
@@ -240,6 +246,16 @@ func (c Config) consumerConfig(service string, partition int) jetstream.Consumer
 		MaxAckPending: 1000,
 		Replicas:      c.Replicas,
 	}
+}
+
+// urgentConsumerConfig is the durable pull consumer of one partition's
+// urgent lane, configured as consumerConfig.
+func (c Config) urgentConsumerConfig(service string, partition int) jetstream.ConsumerConfig {
+	cc := c.consumerConfig(service, partition)
+	cc.Durable = UrgentConsumerName(service, partition)
+	cc.Description = fmt.Sprintf("Loom %s partition %d, urgent lane", service, partition)
+	cc.FilterSubject = urgentPartitionFilter(service, partition)
+	return cc
 }
 
 // kvConfig is a key-value bucket whose entries vanish ttl after their last

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,7 +59,14 @@ type target struct {
 	held   *pending // the newest event that arrived meanwhile, not yet handled
 	folded int      // older events that held superseded
 	links  []trace.Link
+	// upgrade is closed when an urgent event arrives while the target
+	// waits for a handler slot, making the wait urgent too.
+	upgrade  chan struct{}
+	upgraded bool
 }
+
+// isUrgent reports whether a message came through a partition's urgent lane.
+func isUrgent(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), "."+urgentToken) }
 
 // pending is a received message with its decoded request.
 type pending struct {
@@ -127,7 +135,7 @@ func (l *lease) run() {
 	w.metrics.owned(w.service, 1)
 	// Ownership ends when the last handler has returned; only then may the
 	// lease go, so the next owner never overlaps with this one.
-	var cc jetstream.ConsumeContext
+	var cc lanes
 	defer func() {
 		if w.ownershipHook != nil {
 			w.ownershipHook(l.p, false)
@@ -189,24 +197,57 @@ func (l *lease) run() {
 	}
 }
 
-// consume starts pulling the partition's messages.
-func (l *lease) consume() (jetstream.ConsumeContext, error) {
+// lanes are the consume contexts of a partition's lanes, urgent and other.
+type lanes []jetstream.ConsumeContext
+
+// Drain drains every lane.
+func (ls lanes) Drain() {
+	for _, c := range ls {
+		c.Drain()
+	}
+}
+
+// Closed is closed once every lane is.
+func (ls lanes) Closed() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for _, c := range ls {
+			<-c.Closed()
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+// consume starts pulling the partition's messages, from both lanes.
+func (l *lease) consume() (lanes, error) {
 	w := l.w
 	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 	defer cancel()
 	stream := StreamName(w.service)
-	cons, err := w.js.Consumer(ctx, stream, ConsumerName(w.service, l.p))
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cons, err = w.js.CreateOrUpdateConsumer(ctx, stream, w.cfg.consumerConfig(w.service, l.p))
+	var ls lanes
+	for _, cfg := range []jetstream.ConsumerConfig{w.cfg.urgentConsumerConfig(w.service, l.p), w.cfg.consumerConfig(w.service, l.p)} {
+		cons, err := w.js.Consumer(ctx, stream, cfg.Durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cons, err = w.js.CreateOrUpdateConsumer(ctx, stream, cfg)
+		}
+		var cc jetstream.ConsumeContext
+		if err == nil {
+			cc, err = cons.Consume(l.onMsg,
+				jetstream.PullMaxMessages(l.batch),
+				jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+					w.log.Debug("consume error", "partition", l.p, "consumer", cfg.Durable, "error", err)
+				}))
+		}
+		if err != nil {
+			for _, c := range ls {
+				c.Stop()
+			}
+			return nil, err
+		}
+		ls = append(ls, cc)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return cons.Consume(l.onMsg,
-		jetstream.PullMaxMessages(l.batch),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.log.Debug("consume error", "partition", l.p, "error", err)
-		}))
+	return ls, nil
 }
 
 var errLeaseLost = errors.New("lease lost")
@@ -234,7 +275,7 @@ func (l *lease) renew() error {
 // stopNow fences the partition: handlers are cancelled at once. run then
 // deletes the lease if it is still ours (harmless if not), once they have
 // returned.
-func (l *lease) stopNow(cc jetstream.ConsumeContext, log interface {
+func (l *lease) stopNow(cc lanes, log interface {
 	Info(string, ...any)
 }, reason string) {
 	log.Info("fencing partition", "reason", reason)
@@ -247,7 +288,7 @@ func (l *lease) stopNow(cc jetstream.ConsumeContext, log interface {
 
 // drain stops taking work, lets running handlers finish within the drain
 // timeout, then cancels the rest; it closes done once all have returned.
-func (l *lease) drain(cc jetstream.ConsumeContext, done chan struct{}) {
+func (l *lease) drain(cc lanes, done chan struct{}) {
 	l.stopTaking()
 	cc.Drain()
 	select {
@@ -338,14 +379,12 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		l.mu.Unlock()
 		return
 	}
-	t := &target{}
+	t := &target{upgrade: make(chan struct{})}
 	l.targets[uid] = t
 	l.handlers.Add(1)
 	l.mu.Unlock()
 
-	select {
-	case w.slots <- struct{}{}:
-	case <-l.quit:
+	if !w.slots.acquire(isUrgent(msg), l.quit, t.upgrade) {
 		l.mu.Lock()
 		delete(l.targets, uid)
 		held := t.held
@@ -373,6 +412,10 @@ func (l *lease) fold(t *target, pm *pending) {
 		t.folded++
 	}
 	t.held = pm
+	if !t.upgraded && isUrgent(pm.msg) {
+		t.upgraded = true
+		close(t.upgrade)
+	}
 	if len(t.links) < maxLinks {
 		if sc := trace.SpanContextFromContext(ExtractTrace(context.Background(), pm.msg.Headers())); sc.IsValid() {
 			t.links = append(t.links, trace.Link{SpanContext: sc})
@@ -385,10 +428,26 @@ func (l *lease) fold(t *target, pm *pending) {
 func (l *lease) handle(uid string, t *target, pm *pending) {
 	w := l.w
 	defer func() {
-		<-w.slots
+		w.slots.release()
 		l.handlers.Done()
 	}()
 	var links []trace.Link
+	// A newer event that arrived while the target waited for a slot
+	// supersedes the one it waited with: handle that one only.
+	l.mu.Lock()
+	if next := t.held; next != nil && next.seq != pm.seq {
+		folded := t.folded + 1
+		links = t.links
+		t.held, t.folded, t.links = nil, 0, nil
+		l.mu.Unlock()
+		_ = pm.msg.Ack()
+		w.metrics.handled(w.service, pm.req.Target.GetKind(), OutcomeSuperseded, 0)
+		w.metrics.coalesced(w.service, folded)
+		next.req.Coalesced = folded
+		pm = next
+	} else {
+		l.mu.Unlock()
+	}
 	for {
 		res, err, d := l.call(pm, links)
 

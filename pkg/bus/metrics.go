@@ -110,20 +110,31 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 		ctx, cancel := context.WithTimeout(ctx, kvTimeout)
 		defer cancel()
 		for _, p := range w.Owned() {
-			c, err := w.js.Consumer(ctx, StreamName(w.service), ConsumerName(w.service, p))
-			if ctx.Err() != nil {
-				return nil
+			// Both lanes of the partition, summed.
+			var pending, ackPending int64
+			seen := false
+			for _, name := range []string{ConsumerName(w.service, p), UrgentConsumerName(w.service, p)} {
+				c, err := w.js.Consumer(ctx, StreamName(w.service), name)
+				if ctx.Err() != nil {
+					return nil
+				}
+				if err != nil {
+					continue
+				}
+				var info *jetstream.ConsumerInfo
+				if info = c.CachedInfo(); info == nil {
+					continue
+				}
+				seen = true
+				pending += int64(info.NumPending)
+				ackPending += int64(info.NumAckPending)
 			}
-			if err != nil {
-				continue
-			}
-			var info *jetstream.ConsumerInfo
-			if info = c.CachedInfo(); info == nil {
+			if !seen {
 				continue
 			}
 			attrs := metric.WithAttributes(attribute.String("service", w.service), attribute.Int("partition", p))
-			o.ObserveInt64(m.pendingG, int64(info.NumPending), attrs)
-			o.ObserveInt64(m.ackPendingG, int64(info.NumAckPending), attrs)
+			o.ObserveInt64(m.pendingG, pending, attrs)
+			o.ObserveInt64(m.ackPendingG, ackPending, attrs)
 		}
 		return nil
 	}, m.pendingG, m.ackPendingG)

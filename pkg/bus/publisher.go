@@ -182,7 +182,11 @@ func (p *Publisher) message(service string, ev *eventsv1.Event) (*nats.Msg, erro
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode event: %w", err)
 	}
-	msg := nats.NewMsg(WorkSubject(service, p.cfg.Partitions, target.GetUid()))
+	subject := WorkSubject(service, p.cfg.Partitions, target.GetUid())
+	if ev.GetUrgent() {
+		subject = UrgentWorkSubject(service, p.cfg.Partitions, target.GetUid())
+	}
+	msg := nats.NewMsg(subject)
 	msg.Data = data
 	if id := MsgID(ev); id != "" {
 		msg.Header.Set(HeaderMsgID, id)

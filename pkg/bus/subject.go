@@ -24,6 +24,17 @@ func WorkSubject(service string, partitions int, uid string) string {
 	return fmt.Sprintf("%s.%s.%d.%s", subjectPrefix, service, Partition(uid, partitions), uid)
 }
 
+// urgentToken ends the subject of a request in its target's urgent lane.
+const urgentToken = "urgent"
+
+// UrgentWorkSubject is the subject of an urgent work request for a target
+// (eventsv1.Event.Urgent): loom.<service>.<partition>.<uid>.urgent. A target
+// has at most one request in each lane; both lanes of a partition are
+// consumed by its owner, the urgent one first.
+func UrgentWorkSubject(service string, partitions int, uid string) string {
+	return WorkSubject(service, partitions, uid) + "." + urgentToken
+}
+
 // DeadLetterSubject is the dead-letter subject of a service: loom.dlq.<service>.
 func DeadLetterSubject(service string) string {
 	return fmt.Sprintf("%s.%s.%s", subjectPrefix, dlqToken, service)
@@ -34,12 +45,21 @@ func partitionFilter(service string, partition int) string {
 	return fmt.Sprintf("%s.%s.%d.*", subjectPrefix, service, partition)
 }
 
-// parseWorkSubject splits a work subject into its service, partition and
-// target UID.
+// urgentPartitionFilter is the filter subject of one partition's urgent
+// consumer.
+func urgentPartitionFilter(service string, partition int) string {
+	return partitionFilter(service, partition) + "." + urgentToken
+}
+
+// parseWorkSubject splits a work subject, of either lane, into its service,
+// partition and target UID.
 func parseWorkSubject(subject string) (service string, partition int, uid string, err error) {
 	parts := strings.Split(subject, ".")
+	if len(parts) == 5 && parts[4] == urgentToken {
+		parts = parts[:4]
+	}
 	if len(parts) != 4 || parts[0] != subjectPrefix || parts[1] == dlqToken {
-		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>", subject, subjectPrefix)
+		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>[.%s]", subject, subjectPrefix, urgentToken)
 	}
 	p, err := strconv.Atoi(parts[2])
 	if err != nil || p < 0 {

@@ -50,7 +50,7 @@ type Worker struct {
 	// instance tells this Worker's leases from those of an earlier process
 	// with the same replica ID.
 	instance string
-	slots    chan struct{}
+	slots    *slots
 
 	running  atomic.Bool
 	lastBeat atomic.Int64 // Unix nanoseconds of the last successful heartbeat
@@ -109,10 +109,15 @@ func NewWorker(nc *nats.Conn, js jetstream.JetStream, service, replicaID string,
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
 	w.instance = replicaID + "/" + hex.EncodeToString(nonce[:])
-	w.slots = make(chan struct{}, w.concurrency)
+	w.slots = newSlots(w.concurrency)
 	w.log = w.log.With("service", service, "replica", replicaID)
 	return w, nil
 }
+
+// Waiting returns how many received requests wait for a handler slot
+// (WithConcurrency), in the urgent lane and in the other; at most one per
+// partition lane, since a waiting request holds its lane's further pulls.
+func (w *Worker) Waiting() (urgent, other int) { return w.slots.waiting() }
 
 // Ready reports whether Run is running, the connection is up and this
 // replica's last membership heartbeat succeeded less than a lease TTL ago.

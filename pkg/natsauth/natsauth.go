@@ -139,8 +139,10 @@ func (p *permissions) setup(services ...string) {
 	for _, s := range services {
 		stream := bus.StreamName(s)
 		p.streamAdmin(stream)
-		// Partition consumers <service>-pNN filtered to loom.<service>.<p>.*.
+		// Partition consumers <service>-pNN filtered to loom.<service>.<p>.*,
+		// and <service>-pNN-urgent to loom.<service>.<p>.*.urgent.
 		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*")
+		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*.urgent")
 	}
 	p.streamAdmin(bus.DeadLetterStream)
 	// Creating a key-value bucket reads the account's JetStream limits.

@@ -195,7 +195,12 @@ type Event struct {
 	// Why the target should be reconciled, for logs and traces; never secret.
 	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The publishing component and replica, for example "watcher/0".
-	Source        string `protobuf:"bytes,9,opt,name=source,proto3" json:"source,omitempty"`
+	Source string `protobuf:"bytes,9,opt,name=source,proto3" json:"source,omitempty"`
+	// Progress of work already under way (a composed resource or an XR
+	// whose readiness changed, say): the bus queues the request in its
+	// target's urgent lane, which workers serve before the rest of the
+	// partition, so that finishing started work does not wait behind new work.
+	Urgent        bool `protobuf:"varint,10,opt,name=urgent,proto3" json:"urgent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +298,13 @@ func (x *Event) GetSource() string {
 	return ""
 }
 
+func (x *Event) GetUrgent() bool {
+	if x != nil {
+		return x.Urgent
+	}
+	return false
+}
+
 var File_events_v1_events_proto protoreflect.FileDescriptor
 
 const file_events_v1_events_proto_rawDesc = "" +
@@ -304,7 +316,7 @@ const file_events_v1_events_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x10\n" +
-	"\x03uid\x18\x06 \x01(\tR\x03uid\"\x93\x03\n" +
+	"\x03uid\x18\x06 \x01(\tR\x03uid\"\xab\x03\n" +
 	"\x05Event\x121\n" +
 	"\x06object\x18\x01 \x01(\v2\x19.loom.events.v1.ObjectRefR\x06object\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1e\n" +
@@ -318,7 +330,9 @@ const file_events_v1_events_proto_rawDesc = "" +
 	"\x06target\x18\x06 \x01(\v2\x19.loom.events.v1.ObjectRefR\x06target\x12?\n" +
 	"\robserved_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\x16\n" +
-	"\x06source\x18\t \x01(\tR\x06source*\x9d\x01\n" +
+	"\x06source\x18\t \x01(\tR\x06source\x12\x16\n" +
+	"\x06urgent\x18\n" +
+	" \x01(\bR\x06urgent*\x9d\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +

@@ -19,8 +19,8 @@
 //	                              binder    its claim (spec.claimRef, if cached)
 //	claim                         binder    the claim (*)
 //	                              secrets   the claim (*)
-//	composed resource (labelled   renderer  the controlling XR
-//	crossplane.io/composite, with binder    the controlling XR
+//	composed resource (labelled   renderer  the controlling XR (urgent: status)
+//	crossplane.io/composite, with binder    the controlling XR (urgent: status)
 //	a controller reference)       secrets   the controlling XR
 //	watched on request of XRs     renderer  each requesting XR
 //
@@ -50,6 +50,14 @@
 // no one. The cost: a patch that reads one of the machinery fields of its
 // XR (status.conditions, say) is re-run with the XR's next other change
 // rather than at once.
+//
+// Urgent deliveries report progress of work under way: a change of a
+// composed resource's status alone (typically its provider reporting it
+// Ready) to the renderer and the binder, and a change of an XR's readiness
+// to the secrets service and to the binder's mirror of the claim. The bus
+// serves them before the rest of their partitions (eventsv1.Event.Urgent),
+// so that a claim whose resources are ready does not wait behind the
+// backlog of new claims.
 //
 // A kind may play several roles (an XR composed by another XR is both an XR
 // and a composed resource); its deliveries are the union, one per service and
@@ -120,6 +128,9 @@ type Delivery struct {
 	Service string
 	Target  Target
 	Reason  string
+	// Urgent marks progress of work under way, which the bus serves
+	// before the rest of the target's partition (eventsv1.Event.Urgent).
+	Urgent bool
 }
 
 // Object is a changed object as the watcher caches it.
@@ -162,6 +173,11 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			ds = append(ds, Delivery{Service: s, Target: t, Reason: reason})
 		}
 	}
+	addUrgent := func(reason string, t Target, services ...string) {
+		for _, s := range services {
+			ds = append(ds, Delivery{Service: s, Target: t, Reason: reason, Urgent: true})
+		}
+	}
 	self := o.Self()
 
 	if roles.Has(RoleXRD) {
@@ -198,12 +214,16 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				add("composite resource status changed", self, Renderer)
 			}
 			if o.StatusChanged&object.StatusReady != 0 {
-				add("composite resource readiness changed", self, Secrets)
+				addUrgent("composite resource readiness changed", self, Secrets)
 			}
 		}
 		if r := o.ClaimRef; r != nil && (!o.StatusOnly || o.StatusChanged&object.StatusClaim != 0) {
 			if claim, ok := l.Claim(r.GroupKind(), r.Namespace, r.Name); ok {
-				add("bound composite resource changed", claim, Binder)
+				if o.StatusOnly && o.StatusChanged&object.StatusReady != 0 {
+					addUrgent("bound composite resource readiness changed", claim, Binder)
+				} else {
+					add("bound composite resource changed", claim, Binder)
+				}
 			}
 		}
 	}
@@ -211,7 +231,15 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		add("claim changed", self, Binder, Secrets)
 	}
 	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {
-		add("composed resource changed", controllerTarget(o, l), Renderer, Binder, Secrets)
+		if o.StatusOnly {
+			// Typically a provider's report of progress (Ready, say),
+			// which the renderer and the binder's reference resolution
+			// wait for.
+			addUrgent("composed resource status changed", controllerTarget(o, l), Renderer, Binder)
+			add("composed resource status changed", controllerTarget(o, l), Secrets)
+		} else {
+			add("composed resource changed", controllerTarget(o, l), Renderer, Binder, Secrets)
+		}
 	}
 	if roles.Has(RoleRequested) {
 		for _, uid := range l.Requesters(o.Meta) {
@@ -245,7 +273,8 @@ func hasLabel(l map[string]string, k string) bool {
 	return ok
 }
 
-// normalize sorts deliveries and keeps the first of each service and target.
+// normalize sorts deliveries and keeps the first of each service and target,
+// urgent if any of them is.
 func normalize(ds []Delivery) []Delivery {
 	if len(ds) == 0 {
 		return nil
@@ -256,7 +285,14 @@ func normalize(ds []Delivery) []Delivery {
 		}
 		return strings.Compare(string(a.Target.UID), string(b.Target.UID))
 	})
-	return slices.CompactFunc(ds, func(a, b Delivery) bool {
-		return a.Service == b.Service && a.Target.UID == b.Target.UID
-	})
+	out := ds[:1]
+	for _, d := range ds[1:] {
+		last := &out[len(out)-1]
+		if d.Service == last.Service && d.Target.UID == last.Target.UID {
+			last.Urgent = last.Urgent || d.Urgent
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }

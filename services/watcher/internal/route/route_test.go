@@ -159,9 +159,9 @@ func TestRoute(t *testing.T) {
 			}),
 			roles: RoleXR,
 			want: []Delivery{
-				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Binder, Target: claim, Reason: "bound composite resource readiness changed", Urgent: true},
 				{Service: Renderer, Target: xr, Reason: "composite resource status changed"},
-				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed", Urgent: true},
 			},
 		},
 		"BoundXRPatchableStatus": {
@@ -186,8 +186,8 @@ func TestRoute(t *testing.T) {
 			}),
 			roles: RoleXR,
 			want: []Delivery{
-				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
-				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed"},
+				{Service: Binder, Target: claim, Reason: "bound composite resource readiness changed", Urgent: true},
+				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed", Urgent: true},
 			},
 		},
 		"BoundXRMachineryStatus": {
@@ -208,11 +208,21 @@ func TestRoute(t *testing.T) {
 			}),
 			roles: RoleXR | RoleComposed,
 			want: []Delivery{
-				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Binder, Target: xr, Reason: "composed resource status changed", Urgent: true},
 				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource status changed"},
-				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
-				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource readiness changed"},
-				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed", Urgent: true},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource readiness changed", Urgent: true},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedStatus": {
+			reason: "A change of a composed resource's status alone (progress) is urgent for the renderer and the binder.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true }),
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed", Urgent: true},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed", Urgent: true},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
 			},
 		},
 		"XRBoundToUnknownClaim": {

@@ -291,6 +291,7 @@ func newEvent(m object.Meta, typ eventsv1.EventType, d route.Delivery) *eventsv1
 		Target:          ref(d.Target.GVK, d.Target.Namespace, d.Target.Name, d.Target.UID),
 		ObservedTime:    timestamppb.Now(),
 		Reason:          d.Reason,
+		Urgent:          d.Urgent,
 	}
 	if c := m.Controller; c != nil {
 		gv, _ := schema.ParseGroupVersion(c.APIVersion)
