@@ -139,10 +139,10 @@ func Transform(s Shape) cache.TransformFunc {
 			keepController(out)
 			ann := digestAnnotations(o.GetAnnotations(), o.GetFinalizers())
 			if s&ShapeXR != 0 {
-				if ann == nil {
-					ann = map[string]string{}
-				}
-				ann[AnnotationStatus] = statusSummary(o)
+				ann = with(ann, AnnotationStatus, statusSummary(o))
+			}
+			if w := writersOf(o); w != "" {
+				ann = with(ann, AnnotationWriters, w)
 			}
 			out.SetAnnotations(ann)
 			return out, nil
@@ -203,6 +203,9 @@ func stripMetadata(in *metav1.PartialObjectMetadata) *metav1.PartialObjectMetada
 	out.Labels = in.Labels
 	out.DeletionTimestamp = in.DeletionTimestamp
 	out.Annotations = digestAnnotations(in.Annotations, in.Finalizers)
+	if w := writersOfMeta(in); w != "" {
+		out.Annotations = with(out.Annotations, AnnotationWriters, w)
+	}
 	if c := controllerOf(in.OwnerReferences); c != nil {
 		out.OwnerReferences = []metav1.OwnerReference{*c}
 	}
@@ -222,7 +225,7 @@ const AnnotationDigest = "loom.dev/watcher-metadata-digest"
 func digestAnnotations(annotations map[string]string, finalizers []string) map[string]string {
 	user := 0
 	for k := range annotations {
-		if k != AnnotationDigest && k != AnnotationStatus {
+		if !watcherAnnotation(k) {
 			user++
 		}
 	}
@@ -235,7 +238,7 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 	h := fnv.New64a()
 	keys := slices.Sorted(maps.Keys(annotations))
 	for _, k := range keys {
-		if k == AnnotationStatus {
+		if k != AnnotationDigest && watcherAnnotation(k) {
 			continue
 		}
 		_, _ = io.WriteString(h, k)
@@ -249,6 +252,21 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 		_, _ = h.Write([]byte{0})
 	}
 	return map[string]string{AnnotationDigest: strconv.FormatUint(h.Sum64(), 16)}
+}
+
+// watcherAnnotation reports whether an annotation is one the watcher keeps
+// on cached objects.
+func watcherAnnotation(k string) bool {
+	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters
+}
+
+// with returns m with k set to v, creating m if it is nil.
+func with(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
 }
 
 func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
@@ -279,6 +297,8 @@ type Meta struct {
 	// Status summarises an XR's status (AnnotationStatus); empty for other
 	// kinds.
 	Status string
+	// Writers summarises the managed fields (AnnotationWriters).
+	Writers string
 }
 
 // StatusOnly reports whether a change from old to cur touched nothing but
@@ -322,6 +342,7 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 		Deleting:        o.GetDeletionTimestamp() != nil,
 		Digest:          o.GetAnnotations()[AnnotationDigest],
 		Status:          o.GetAnnotations()[AnnotationStatus],
+		Writers:         o.GetAnnotations()[AnnotationWriters],
 	}, nil
 }
 

@@ -164,10 +164,10 @@ metadata:
 			// TestDigest's and TestStatusChanges' business.
 			ann := digestAnnotations(in.GetAnnotations(), in.GetFinalizers())
 			if tc.shape&ShapeXR != 0 {
-				if ann == nil {
-					ann = map[string]string{}
-				}
-				ann[AnnotationStatus] = statusSummary(in)
+				ann = with(ann, AnnotationStatus, statusSummary(in))
+			}
+			if w := writersOf(in); w != "" {
+				ann = with(ann, AnnotationWriters, w)
 			}
 			want.SetAnnotations(ann)
 			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
@@ -207,7 +207,7 @@ func TestTransformMetadata(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "x", Namespace: "ns", UID: "u1", ResourceVersion: "7", Generation: 2,
 			Labels:            map[string]string{"crossplane.io/composite": "p"},
-			Annotations:       digestAnnotations(map[string]string{"big": "value"}, []string{"f"}),
+			Annotations:       with(digestAnnotations(map[string]string{"big": "value"}, []string{"f"}), AnnotationWriters, writersOfMeta(in)),
 			DeletionTimestamp: &now,
 			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "example.org/v1", Kind: "XParent", Name: "p", UID: "p1", Controller: &yes}},
 		},

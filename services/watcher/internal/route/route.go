@@ -51,6 +51,16 @@
 // XR (status.conditions, say) is re-run with the XR's next other change
 // rather than at once.
 //
+// A change that a service's field manager made alone (Object.Writers) does
+// not go back to that service, for claims, XRs (but for the status parts
+// above, which the renderer's patches and the claim's mirror read even when
+// they wrote them) and composed resources: its own write is what it just
+// decided, and the reconcile that wrote it carries on with the result
+// (except that the renderer hears of the composed resources it created:
+// functions judge them in the next render). The
+// binder's two writers (claims and references) write apart: claims and XR
+// specs, and composed resources' references.
+//
 // Urgent deliveries report progress of work under way: a change of a
 // composed resource's status alone (typically its provider reporting it
 // Ready) to the renderer and the binder, and a change of an XR's readiness
@@ -144,6 +154,33 @@ type Object struct {
 	// StatusChanged says, for an XR's StatusOnly update, which parts of
 	// its status changed (object.StatusChanges).
 	StatusChanged object.StatusChange
+	// Writers are the field managers that made the change
+	// (object.Writers); nil when unknown.
+	Writers []string
+	// Created is true for the creation of the object.
+	Created bool
+}
+
+// FieldManagers are the field managers of the services' writes.
+var FieldManagers = map[string]string{ //nolint:gochecknoglobals // Treated as a constant.
+	Renderer: "loom-renderer",
+	Binder:   "loom-binder",
+	Secrets:  "loom-secrets",
+}
+
+// writtenOnlyBy reports whether the change is known to be the service's
+// own write alone.
+func (o Object) writtenOnlyBy(service string) bool {
+	m := FieldManagers[service]
+	if len(o.Writers) == 0 || m == "" {
+		return false
+	}
+	for _, w := range o.Writers {
+		if w != m {
+			return false
+		}
+	}
+	return true
 }
 
 // Self returns the object as a target.
@@ -178,6 +215,16 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			ds = append(ds, Delivery{Service: s, Target: t, Reason: reason, Urgent: true})
 		}
 	}
+	// addUnlessOwn is add for a change of a claim, an XR's spec or
+	// metadata, or a composed resource, which a service that made it alone
+	// does not hear of.
+	addUnlessOwn := func(urgent bool, reason string, t Target, services ...string) {
+		for _, s := range services {
+			if !o.writtenOnlyBy(s) {
+				ds = append(ds, Delivery{Service: s, Target: t, Reason: reason, Urgent: urgent})
+			}
+		}
+	}
 	self := o.Self()
 
 	if roles.Has(RoleXRD) {
@@ -208,7 +255,7 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 	if roles.Has(RoleXR) {
 		switch {
 		case !o.StatusOnly:
-			add("composite resource changed", self, Renderer, Secrets, Binder)
+			addUnlessOwn(false, "composite resource changed", self, Renderer, Secrets, Binder)
 		default:
 			if o.StatusChanged&object.StatusPatchable != 0 {
 				add("composite resource status changed", self, Renderer)
@@ -219,15 +266,23 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		}
 		if r := o.ClaimRef; r != nil && (!o.StatusOnly || o.StatusChanged&object.StatusClaim != 0) {
 			if claim, ok := l.Claim(r.GroupKind(), r.Namespace, r.Name); ok {
-				if o.StatusOnly && o.StatusChanged&object.StatusReady != 0 {
+				switch {
+				case o.StatusOnly && o.StatusChanged&object.StatusReady != 0:
 					addUrgent("bound composite resource readiness changed", claim, Binder)
-				} else {
+				case o.StatusOnly:
+					// The mirror copies the binder's own conditions too.
 					add("bound composite resource changed", claim, Binder)
+				default:
+					addUnlessOwn(false, "bound composite resource changed", claim, Binder)
 				}
 			}
 		}
 	}
-	if roles.Has(RoleClaim) && !o.StatusOnly {
+	if roles.Has(RoleClaim) && !o.StatusOnly && !o.writtenOnlyBy(Binder) {
+		// What the binder alone writes to a claim (its resourceRef and
+		// finalizer, the fields it propagates back) is news to neither
+		// service: the secrets service finds a claim through its XR's
+		// claimRef, a change of the XR.
 		add("claim changed", self, Binder, Secrets)
 	}
 	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {
@@ -235,10 +290,18 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// Typically a provider's report of progress (Ready, say),
 			// which the renderer and the binder's reference resolution
 			// wait for.
-			addUrgent("composed resource status changed", controllerTarget(o, l), Renderer, Binder)
-			add("composed resource status changed", controllerTarget(o, l), Secrets)
+			addUnlessOwn(true, "composed resource status changed", controllerTarget(o, l), Renderer, Binder)
+			addUnlessOwn(false, "composed resource status changed", controllerTarget(o, l), Secrets)
 		} else {
-			add("composed resource changed", controllerTarget(o, l), Renderer, Binder, Secrets)
+			// The renderer hears of the creations it made: functions see
+			// a composed resource (to judge it ready, say) only in the
+			// render after the one that created it.
+			if o.Created {
+				add("composed resource changed", controllerTarget(o, l), Renderer)
+			} else {
+				addUnlessOwn(false, "composed resource changed", controllerTarget(o, l), Renderer)
+			}
+			addUnlessOwn(false, "composed resource changed", controllerTarget(o, l), Binder, Secrets)
 		}
 	}
 	if roles.Has(RoleRequested) {

@@ -251,6 +251,86 @@ func TestRoute(t *testing.T) {
 			o:      with(obj(gvkClaim, claim.Namespace, claim.Name, claim.UID), func(o *Object) { o.StatusOnly = true }),
 			roles:  RoleClaim,
 		},
+		"ComposedByRenderer": {
+			reason: "A composed resource the renderer alone wrote (its own apply) does not go back to the renderer.",
+			o:      with(nop, func(o *Object) { o.Writers = []string{"loom-renderer"} }),
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedCreatedByRenderer": {
+			reason: "The creation of a composed resource goes back to the renderer that made it (functions judge it in the next render).",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"loom-renderer"}
+				o.Created = true
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedByRendererAndUser": {
+			reason: "A change of several writers goes to each service.",
+			o:      with(nop, func(o *Object) { o.Writers = []string{"kubectl", "loom-renderer"} }),
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ClaimByBinder": {
+			reason: "A claim the binder alone wrote goes nowhere: the secrets service follows claims through their XRs.",
+			o:      with(obj(gvkClaim, claim.Namespace, claim.Name, claim.UID), func(o *Object) { o.Writers = []string{"loom-binder"} }),
+			roles:  RoleClaim,
+		},
+		"ClaimByUserAndBinder": {
+			reason: "A claim the binder and someone else wrote goes to both services.",
+			o:      with(obj(gvkClaim, claim.Namespace, claim.Name, claim.UID), func(o *Object) { o.Writers = []string{"kubectl", "loom-binder"} }),
+			roles:  RoleClaim,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "claim changed"},
+				{Service: Secrets, Target: claim, Reason: "claim changed"},
+			},
+		},
+		"BoundXRByBinder": {
+			reason: "An XR the binder alone wrote (created, or propagated the claim to) goes to neither of the binder's targets.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.Writers = []string{"loom-binder"}
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"BoundXRStatusByBinder": {
+			reason: "The binder's own write of a condition the claim mirrors still reaches the mirror.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusClaim
+				o.Writers = []string{"loom-binder"}
+			}),
+			roles: RoleXR,
+			want:  []Delivery{{Service: Binder, Target: claim, Reason: "bound composite resource changed"}},
+		},
+		"BoundXRPatchableStatusByRenderer": {
+			reason: "The renderer's own write of a status field that patches read still reaches the renderer (patches chain through the XR's status).",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusPatchable
+				o.Writers = []string{"loom-renderer"}
+			}),
+			roles: RoleXR,
+			want:  []Delivery{{Service: Renderer, Target: xr, Reason: "composite resource status changed"}},
+		},
 		"Composed": {
 			reason: "A composed resource goes to the renderer, binder and secrets, targeting its controlling XR.",
 			o:      nop,

@@ -30,7 +30,15 @@ func (w *Watcher) onAdd(s *source, obj any, initial bool) {
 			}
 		}
 	}
-	w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, true)
+	c := change{created: !initial}
+	if !initial {
+		// A creation seen live: its writers are all its managers. Objects
+		// listed when a watch starts go to everyone, as a resync.
+		if m, err := object.MetaOf(s.gvk, obj); err == nil {
+			c.writers = object.Writers(object.Meta{}, m)
+		}
+	}
+	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, true, c)
 }
 
 func (w *Watcher) onUpdate(s *source, old, obj any) {
@@ -41,12 +49,26 @@ func (w *Watcher) onUpdate(s *source, old, obj any) {
 		// A relist found nothing new.
 		return
 	}
-	var ch *object.StatusChange
-	if known && object.StatusOnly(om, nm) {
-		c := object.StatusChanges(om, nm)
-		ch = &c
+	c := change{}
+	if known {
+		c.writers = object.Writers(om, nm)
+		if object.StatusOnly(om, nm) {
+			sc := object.StatusChanges(om, nm)
+			c.statusOnly = &sc
+		}
 	}
-	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, ch)
+	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, c)
+}
+
+// change is what the watcher can tell of a change beyond the object.
+type change struct {
+	// statusOnly, if set, says the change touched only the status, and
+	// which parts of an XR's status.
+	statusOnly *object.StatusChange
+	// writers are the field managers that made it; nil if unknown.
+	writers []string
+	// created is true for a creation seen live.
+	created bool
 }
 
 func (w *Watcher) onDelete(s *source, obj any) {
@@ -56,13 +78,12 @@ func (w *Watcher) onDelete(s *source, obj any) {
 // handle records what the watcher learns from a change and, once live and if
 // publish is set, publishes its deliveries.
 func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish bool) {
-	w.handleChange(s, typ, obj, publish, nil)
+	w.handleChange(s, typ, obj, publish, change{})
 }
 
-// handleChange is handle for a change that may have touched only the
-// object's status (statusOnly not nil, saying which parts of an XR's status
-// changed), which fewer services need to hear of.
-func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publish bool, statusOnly *object.StatusChange) {
+// handleChange is handle for a change of which more is known (c), which
+// fewer services may need to hear of.
+func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publish bool, c change) {
 	m, err := object.MetaOf(s.gvk, obj)
 	if err != nil {
 		w.log.Error("cannot handle change", "kind", s.gvk.String(), "err", err)
@@ -77,9 +98,9 @@ func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publi
 	if !publish || !w.live.Load() {
 		return
 	}
-	o := route.Object{Meta: m, StatusOnly: statusOnly != nil}
-	if statusOnly != nil {
-		o.StatusChanged = *statusOnly
+	o := route.Object{Meta: m, StatusOnly: c.statusOnly != nil, Writers: c.writers, Created: c.created}
+	if c.statusOnly != nil {
+		o.StatusChanged = *c.statusOnly
 	}
 	if roles&route.RoleXR != 0 {
 		if u := object.Unstructured(obj); u != nil {

@@ -458,6 +458,38 @@ spec: {forProvider: {}}
 		)
 	})
 
+	t.Run("OwnWrites", func(t *testing.T) {
+		// A change a service's field manager made alone does not go back
+		// to it; the next change by anyone else does (and, made through
+		// the same informer after it, marks the point by which the first
+		// would have been published).
+		from := rec.len()
+		as := func(gvr schema.GroupVersionResource, ns, name, manager, patch string) *unstructured.Unstructured {
+			t.Helper()
+			out, err := c.resource(gvr, ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: manager})
+			if err != nil {
+				t.Fatalf("cannot patch %s %s as %s: %v", gvr.Resource, name, manager, err)
+			}
+			return out
+		}
+		byRenderer := as(gvrNop, "", nop.GetName(), "loom-renderer", `{"metadata":{"labels":{"loom.test/size":"large"}}}`)
+		nop = c.label(t, gvrNop, "", nop.GetName(), "step", "own-writes")
+		byBinder := as(gvrClaim, "team-a", "w1", "loom-binder", `{"metadata":{"annotations":{"loom.test/bound":"yes"}}}`)
+		claim = c.label(t, gvrClaim, "team-a", "w1", "step", "own-writes")
+		rec.expect(t, from,
+			want{service: route.Binder, object: nop.GetUID(), target: xr.GetUID(), rv: byRenderer.GetResourceVersion()},
+			want{service: route.Secrets, object: nop.GetUID(), target: xr.GetUID(), rv: byRenderer.GetResourceVersion()},
+			want{service: route.Renderer, object: nop.GetUID(), target: xr.GetUID(), rv: nop.GetResourceVersion()},
+			want{service: route.Binder, object: claim.GetUID(), target: claim.GetUID(), rv: claim.GetResourceVersion()},
+		)
+		for _, p := range rec.since(from) {
+			rv, svc := p.ev.GetResourceVersion(), p.service
+			if rv == byRenderer.GetResourceVersion() && svc == route.Renderer || rv == byBinder.GetResourceVersion() {
+				t.Errorf("A write of the renderer came back to it, or the binder's write of a claim went anywhere:\n%s", dump([]published{p}))
+			}
+		}
+	})
+
 	t.Run("StatusOnly", func(t *testing.T) {
 		from := rec.len()
 		setStatus := func(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {

@@ -1,0 +1,113 @@
+package object
+
+import (
+	"hash/fnv"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// AnnotationWriters is kept on every cached object, beside AnnotationDigest:
+// one entry per managed-fields entry of the object, "<manager>=<digest>",
+// sorted and joined by ';', where the digest covers the entry's operation,
+// subresource, time and fields. Comparing two versions tells which field
+// managers made a change (Writers). Like the digest it exists only in the
+// watcher's cache.
+const AnnotationWriters = "loom.dev/watcher-writers"
+
+// writersOf returns the AnnotationWriters value of an unstructured object;
+// an object that was cached already (no managed fields, the annotation
+// set) keeps its value.
+func writersOf(u *unstructured.Unstructured) string {
+	md, _ := u.Object["metadata"].(map[string]any)
+	entries, ok := md["managedFields"].([]any)
+	if !ok {
+		return u.GetAnnotations()[AnnotationWriters]
+	}
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		m, ok := e.(map[string]any)
+		if !ok {
+			continue
+		}
+		h := fnv.New64a()
+		for _, k := range []string{"operation", "subresource", "time", "apiVersion"} {
+			s, _ := m[k].(string)
+			_, _ = io.WriteString(h, s)
+			_, _ = h.Write([]byte{0})
+		}
+		hashValue(h, m["fieldsV1"])
+		manager, _ := m["manager"].(string)
+		out = append(out, entry(manager, h.Sum64()))
+	}
+	return join(out)
+}
+
+// writersOfMeta is writersOf for a metadata-only object.
+func writersOfMeta(in *metav1.PartialObjectMetadata) string {
+	if len(in.ManagedFields) == 0 {
+		return in.Annotations[AnnotationWriters]
+	}
+	out := make([]string, 0, len(in.ManagedFields))
+	for _, m := range in.ManagedFields {
+		h := fnv.New64a()
+		for _, s := range []string{string(m.Operation), m.Subresource, m.APIVersion} {
+			_, _ = io.WriteString(h, s)
+			_, _ = h.Write([]byte{0})
+		}
+		if m.Time != nil {
+			_, _ = io.WriteString(h, m.Time.UTC().Format("2006-01-02T15:04:05Z"))
+		}
+		_, _ = h.Write([]byte{0})
+		if m.FieldsV1 != nil {
+			_, _ = h.Write(m.FieldsV1.Raw)
+		}
+		out = append(out, entry(m.Manager, h.Sum64()))
+	}
+	return join(out)
+}
+
+func entry(manager string, digest uint64) string {
+	// Manager names are free text: keep the separators out.
+	manager = strings.NewReplacer("=", "_", ";", "_").Replace(manager)
+	return manager + "=" + strconv.FormatUint(digest, 16)
+}
+
+func join(entries []string) string {
+	slices.Sort(entries)
+	return strings.Join(entries, ";")
+}
+
+// Writers returns the field managers that made the change from old to cur:
+// those whose managed-fields entry is new or changed. For a new object
+// (old.UID empty) they are all of its managers. It returns nil when it
+// cannot tell, which callers must read as "anyone": the API server moves an
+// entry's time only to the second and only when the manager changed a
+// value, so two writes of one manager within a second may leave no trace.
+func Writers(old, cur Meta) []string {
+	if cur.Writers == "" {
+		return nil
+	}
+	had := map[string]bool{}
+	if old.UID != "" {
+		if old.Writers == "" {
+			return nil
+		}
+		for _, e := range strings.Split(old.Writers, ";") {
+			had[e] = true
+		}
+	}
+	var out []string
+	for _, e := range strings.Split(cur.Writers, ";") {
+		if !had[e] {
+			m, _, _ := strings.Cut(e, "=")
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,129 @@
+package object
+
+import (
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestWriters(t *testing.T) {
+	base := `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: x
+  uid: u1
+  managedFields:
+  - {manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {}}}}
+  - {manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:01Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}
+`
+	cases := map[string]struct {
+		reason string
+		cur    string
+		old    string // "" for a creation
+		want   []string
+	}{
+		"Created": {
+			reason: "A new object's writers are all its managers.",
+			cur:    base,
+			want:   []string{"loom-renderer", "provider-nop"},
+		},
+		"Unchanged": {
+			reason: "No entry changed: no known writer, which means anyone.",
+			old:    base,
+			cur:    base,
+		},
+		"StatusByProvider": {
+			reason: "The provider's entry moved: the provider wrote.",
+			old:    base,
+			cur: `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: x
+  uid: u1
+  managedFields:
+  - {manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {}}}}
+  - {manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:05Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}
+`,
+			want: []string{"provider-nop"},
+		},
+		"NewManager": {
+			reason: "A manager that appears wrote.",
+			old:    base,
+			cur: `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: x
+  uid: u1
+  managedFields:
+  - {manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {}}}}
+  - {manager: loom-binder, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {"f:network": {}}}}}
+  - {manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:01Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}
+`,
+			want: []string{"loom-binder"},
+		},
+		"FieldsWithinTheSecond": {
+			reason: "A manager whose fields changed within the same second wrote.",
+			old:    base,
+			cur: `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: x
+  uid: u1
+  managedFields:
+  - {manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {"f:size": {}}}}}
+  - {manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:01Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}
+`,
+			want: []string{"loom-renderer"},
+		},
+	}
+	meta := func(y string) Meta {
+		t.Helper()
+		cached, err := Transform(0)(parse(t, y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := MetaOf(parse(t, y).GroupVersionKind(), cached)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var old Meta
+			if tc.old != "" {
+				old = meta(tc.old)
+			}
+			if got := Writers(old, meta(tc.cur)); !slices.Equal(got, tc.want) {
+				t.Errorf("%s\nWriters(): got %v, want %v", tc.reason, got, tc.want)
+			}
+		})
+	}
+
+	t.Run("Metadata", func(t *testing.T) {
+		at := metav1.Unix(1700000000, 0)
+		later := metav1.Unix(1700000009, 0)
+		obj := func(providerTime metav1.Time) Meta {
+			cached, err := Transform(0)(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "loom-renderer", Operation: metav1.ManagedFieldsOperationApply, Time: &at, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}},
+				{Manager: "provider-nop", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &providerTime, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
+			}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := MetaOf(parse(t, base).GroupVersionKind(), cached)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		if got := Writers(obj(at), obj(later)); !slices.Equal(got, []string{"provider-nop"}) {
+			t.Errorf("Writers() of metadata-only objects: got %v, want [provider-nop]", got)
+		}
+	})
+}
