@@ -22,6 +22,15 @@
 // coalesce in the server before any worker sees them. Each partition has a
 // durable pull consumer <service>-pNN filtered to its subjects.
 //
+// An urgent event (eventsv1.Event.Urgent: progress of work under way, such
+// as a composed resource turning Ready) goes to
+// loom.<service>.<partition>.<targetUID>.urgent instead, the partition's
+// urgent lane, consumed by <service>-pNN-urgent. A target has at most one
+// request in each lane. The owner of a partition consumes both lanes; a
+// free handler slot goes to a waiting urgent request first, and a target
+// waiting for a slot becomes urgent when an urgent event for it arrives, so
+// that urgent work never queues behind a backlog of new work.
+//
 // LOOM_DLQ holds dead letters on loom.dlq.<service>: the original payload and
 // headers plus Loom-Dlq-Reason, -Deliveries, -Subject, -Stream-Seq,
 // -Failed-At and -Service. ReplayDeadLetter publishes one back to its work
@@ -104,11 +113,14 @@
 // # Within one replica
 //
 // Handlers run with bounded concurrency (WithConcurrency) across targets; a
-// partition callback that finds all slots busy blocks, which stops further
-// pulls for that partition. The same target is serialized: an event that
-// arrives while its target is being handled is held (newer ones replace it,
-// and the replaced ones are acked), and the target is handled once more with
-// the newest event right after; Request.Coalesced counts the folded events.
+// partition lane's callback that finds all slots busy blocks, which stops
+// further pulls for that lane (Worker.Waiting counts such requests). Freed
+// slots go to urgent requests first, then to the longest waiting. The same
+// target is serialized: an event that arrives while its target is being
+// handled, or waits for a slot, is held (newer ones replace it, and the
+// replaced ones are acked), and the target is handled with the newest event
+// (once more, right after, if it was being handled); Request.Coalesced
+// counts the folded events.
 //
 // # Outcomes
 //
