@@ -2,22 +2,25 @@ package object
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestWriters(t *testing.T) {
-	base := `
-apiVersion: nop.crossplane.io/v1alpha1
-kind: NopResource
-metadata:
-  name: x
-  uid: u1
-  managedFields:
-  - {manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {}}}}
-  - {manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:01Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}
-`
+	// nop is a NopResource with the given managed-fields entries.
+	nop := func(entries ...string) string {
+		return "apiVersion: nop.crossplane.io/v1alpha1\nkind: NopResource\nmetadata:\n  name: x\n  uid: u1\n  managedFields:\n  - " + strings.Join(entries, "\n  - ") + "\n"
+	}
+	const (
+		renderer  = `{manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {}}}}`
+		provider  = `{manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:01Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}`
+		provider5 = `{manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:05Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}`
+		binder    = `{manager: loom-binder, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {"f:network": {}}}}}`
+		renderer2 = `{manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {"f:size": {}}}}}`
+	)
+	base := nop(renderer, provider)
 	cases := map[string]struct {
 		reason string
 		cur    string
@@ -37,48 +40,20 @@ metadata:
 		"StatusByProvider": {
 			reason: "The provider's entry moved: the provider wrote.",
 			old:    base,
-			cur: `
-apiVersion: nop.crossplane.io/v1alpha1
-kind: NopResource
-metadata:
-  name: x
-  uid: u1
-  managedFields:
-  - {manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {}}}}
-  - {manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:05Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}
-`,
-			want: []string{"provider-nop"},
+			cur:    nop(renderer, provider5),
+			want:   []string{"provider-nop"},
 		},
 		"NewManager": {
 			reason: "A manager that appears wrote.",
 			old:    base,
-			cur: `
-apiVersion: nop.crossplane.io/v1alpha1
-kind: NopResource
-metadata:
-  name: x
-  uid: u1
-  managedFields:
-  - {manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {}}}}
-  - {manager: loom-binder, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {"f:network": {}}}}}
-  - {manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:01Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}
-`,
-			want: []string{"loom-binder"},
+			cur:    nop(renderer, binder, provider),
+			want:   []string{"loom-binder"},
 		},
 		"FieldsWithinTheSecond": {
 			reason: "A manager whose fields changed within the same second wrote.",
 			old:    base,
-			cur: `
-apiVersion: nop.crossplane.io/v1alpha1
-kind: NopResource
-metadata:
-  name: x
-  uid: u1
-  managedFields:
-  - {manager: loom-renderer, operation: Apply, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:spec": {"f:forProvider": {"f:size": {}}}}}
-  - {manager: provider-nop, operation: Update, subresource: status, apiVersion: nop.crossplane.io/v1alpha1, time: "2026-01-01T00:00:01Z", fieldsType: FieldsV1, fieldsV1: {"f:status": {"f:conditions": {}}}}
-`,
-			want: []string{"loom-renderer"},
+			cur:    nop(renderer2, provider),
+			want:   []string{"loom-renderer"},
 		},
 	}
 	meta := func(y string) Meta {
