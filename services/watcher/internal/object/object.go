@@ -203,7 +203,7 @@ func stripMetadata(in *metav1.PartialObjectMetadata) *metav1.PartialObjectMetada
 	out.Labels = in.Labels
 	out.DeletionTimestamp = in.DeletionTimestamp
 	out.Annotations = digestAnnotations(in.Annotations, in.Finalizers)
-	if w := writersOfMeta(in); w != "" {
+	if w := writersOf(in); w != "" {
 		out.Annotations = with(out.Annotations, AnnotationWriters, w)
 	}
 	if c := controllerOf(in.OwnerReferences); c != nil {
@@ -221,7 +221,8 @@ const AnnotationDigest = "loom.dev/watcher-metadata-digest"
 // digestAnnotations returns the cached object's annotations: the digest of
 // annotations and finalizers. Input that is already cached (holding just
 // the watcher's own annotations, no finalizers) keeps its digest, keeping
-// Transform idempotent; AnnotationStatus is left to the caller.
+// Transform idempotent; the other annotations of the watcher's are left to
+// the caller.
 func digestAnnotations(annotations map[string]string, finalizers []string) map[string]string {
 	user := 0
 	for k := range annotations {
@@ -238,7 +239,7 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 	h := fnv.New64a()
 	keys := slices.Sorted(maps.Keys(annotations))
 	for _, k := range keys {
-		if k != AnnotationDigest && watcherAnnotation(k) {
+		if watcherAnnotation(k) {
 			continue
 		}
 		_, _ = io.WriteString(h, k)

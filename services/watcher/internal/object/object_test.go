@@ -207,7 +207,7 @@ func TestTransformMetadata(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "x", Namespace: "ns", UID: "u1", ResourceVersion: "7", Generation: 2,
 			Labels:            map[string]string{"crossplane.io/composite": "p"},
-			Annotations:       with(digestAnnotations(map[string]string{"big": "value"}, []string{"f"}), AnnotationWriters, writersOfMeta(in)),
+			Annotations:       with(digestAnnotations(map[string]string{"big": "value"}, []string{"f"}), AnnotationWriters, writersOf(in)),
 			DeletionTimestamp: &now,
 			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "example.org/v1", Kind: "XParent", Name: "p", UID: "p1", Controller: &yes}},
 		},

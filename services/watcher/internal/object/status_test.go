@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestStatusChanges(t *testing.T) {
@@ -115,11 +116,18 @@ status:
 // metaOfXR returns the watcher's metadata of an XR, as cached.
 func metaOfXR(t *testing.T, u *unstructured.Unstructured) Meta {
 	t.Helper()
-	cached, err := Transform(ShapeXR)(u)
+	return cachedMeta(t, ShapeXR, u.GroupVersionKind(), u)
+}
+
+// cachedMeta returns the watcher's metadata of an object of kind gvk, as
+// cached with the given shape.
+func cachedMeta(t *testing.T, s Shape, gvk schema.GroupVersionKind, obj any) Meta {
+	t.Helper()
+	cached, err := Transform(s)(obj)
 	if err != nil {
 		t.Fatalf("Transform(): %v", err)
 	}
-	m, err := MetaOf(u.GroupVersionKind(), cached)
+	m, err := MetaOf(gvk, cached)
 	if err != nil {
 		t.Fatalf("MetaOf(): %v", err)
 	}

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // AnnotationWriters is kept on every cached object, beside AnnotationDigest:
@@ -19,48 +19,23 @@ import (
 // watcher's cache.
 const AnnotationWriters = "loom.dev/watcher-writers"
 
-// writersOf returns the AnnotationWriters value of an unstructured object;
-// an object that was cached already (no managed fields, the annotation
-// set) keeps its value.
-func writersOf(u *unstructured.Unstructured) string {
-	md, _ := u.Object["metadata"].(map[string]any)
-	entries, ok := md["managedFields"].([]any)
-	if !ok {
-		return u.GetAnnotations()[AnnotationWriters]
+// writersOf returns the AnnotationWriters value of an object, unstructured
+// or metadata-only; an object that was cached already (no managed fields,
+// the annotation set) keeps its value.
+func writersOf(o metav1.Object) string {
+	entries := o.GetManagedFields()
+	if len(entries) == 0 {
+		return o.GetAnnotations()[AnnotationWriters]
 	}
 	out := make([]string, 0, len(entries))
-	for _, e := range entries {
-		m, ok := e.(map[string]any)
-		if !ok {
-			continue
-		}
-		h := fnv.New64a()
-		for _, k := range []string{"operation", "subresource", "time", "apiVersion"} {
-			s, _ := m[k].(string)
-			_, _ = io.WriteString(h, s)
-			_, _ = h.Write([]byte{0})
-		}
-		hashValue(h, m["fieldsV1"])
-		manager, _ := m["manager"].(string)
-		out = append(out, entry(manager, h.Sum64()))
-	}
-	return join(out)
-}
-
-// writersOfMeta is writersOf for a metadata-only object.
-func writersOfMeta(in *metav1.PartialObjectMetadata) string {
-	if len(in.ManagedFields) == 0 {
-		return in.Annotations[AnnotationWriters]
-	}
-	out := make([]string, 0, len(in.ManagedFields))
-	for _, m := range in.ManagedFields {
+	for _, m := range entries {
 		h := fnv.New64a()
 		for _, s := range []string{string(m.Operation), m.Subresource, m.APIVersion} {
 			_, _ = io.WriteString(h, s)
 			_, _ = h.Write([]byte{0})
 		}
 		if m.Time != nil {
-			_, _ = io.WriteString(h, m.Time.UTC().Format("2006-01-02T15:04:05Z"))
+			_, _ = io.WriteString(h, m.Time.UTC().Format(time.RFC3339))
 		}
 		_, _ = h.Write([]byte{0})
 		if m.FieldsV1 != nil {

@@ -58,15 +58,8 @@ func TestWriters(t *testing.T) {
 	}
 	meta := func(y string) Meta {
 		t.Helper()
-		cached, err := Transform(0)(parse(t, y))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := MetaOf(parse(t, y).GroupVersionKind(), cached)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
+		u := parse(t, y)
+		return cachedMeta(t, 0, u.GroupVersionKind(), u)
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -84,18 +77,10 @@ func TestWriters(t *testing.T) {
 		at := metav1.Unix(1700000000, 0)
 		later := metav1.Unix(1700000009, 0)
 		obj := func(providerTime metav1.Time) Meta {
-			cached, err := Transform(0)(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
+			return cachedMeta(t, 0, parse(t, base).GroupVersionKind(), &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: "loom-renderer", Operation: metav1.ManagedFieldsOperationApply, Time: &at, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}},
 				{Manager: "provider-nop", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &providerTime, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
 			}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := MetaOf(parse(t, base).GroupVersionKind(), cached)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
 		}
 		if got := Writers(obj(at), obj(later)); !slices.Equal(got, []string{"provider-nop"}) {
 			t.Errorf("Writers() of metadata-only objects: got %v, want [provider-nop]", got)

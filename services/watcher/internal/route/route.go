@@ -161,8 +161,8 @@ type Object struct {
 	Created bool
 }
 
-// FieldManagers are the field managers of the services' writes.
-var FieldManagers = map[string]string{ //nolint:gochecknoglobals // Treated as a constant.
+// fieldManagers are the field managers of the services' writes.
+var fieldManagers = map[string]string{ //nolint:gochecknoglobals // Treated as a constant.
 	Renderer: "loom-renderer",
 	Binder:   "loom-binder",
 	Secrets:  "loom-secrets",
@@ -171,7 +171,7 @@ var FieldManagers = map[string]string{ //nolint:gochecknoglobals // Treated as a
 // writtenOnlyBy reports whether the change is known to be the service's
 // own write alone.
 func (o Object) writtenOnlyBy(service string) bool {
-	m := FieldManagers[service]
+	m := fieldManagers[service]
 	if len(o.Writers) == 0 || m == "" {
 		return false
 	}
@@ -205,26 +205,17 @@ type Lookup interface {
 // one delivery per service and target.
 func Route(o Object, roles Role, l Lookup) []Delivery {
 	var ds []Delivery
-	add := func(reason string, t Target, services ...string) {
+	// deliver sends the change to each service; with unlessOwn, not to a
+	// service whose field manager alone made it (for a change of a claim,
+	// an XR's spec or metadata, or a composed resource).
+	deliver := func(urgent, unlessOwn bool, reason string, t Target, services ...string) {
 		for _, s := range services {
-			ds = append(ds, Delivery{Service: s, Target: t, Reason: reason})
-		}
-	}
-	addUrgent := func(reason string, t Target, services ...string) {
-		for _, s := range services {
-			ds = append(ds, Delivery{Service: s, Target: t, Reason: reason, Urgent: true})
-		}
-	}
-	// addUnlessOwn is add for a change of a claim, an XR's spec or
-	// metadata, or a composed resource, which a service that made it alone
-	// does not hear of.
-	addUnlessOwn := func(urgent bool, reason string, t Target, services ...string) {
-		for _, s := range services {
-			if !o.writtenOnlyBy(s) {
+			if !unlessOwn || !o.writtenOnlyBy(s) {
 				ds = append(ds, Delivery{Service: s, Target: t, Reason: reason, Urgent: urgent})
 			}
 		}
 	}
+	add := func(reason string, t Target, services ...string) { deliver(false, false, reason, t, services...) }
 	self := o.Self()
 
 	if roles.Has(RoleXRD) {
@@ -255,25 +246,25 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 	if roles.Has(RoleXR) {
 		switch {
 		case !o.StatusOnly:
-			addUnlessOwn(false, "composite resource changed", self, Renderer, Secrets, Binder)
+			deliver(false, true, "composite resource changed", self, Renderer, Secrets, Binder)
 		default:
 			if o.StatusChanged&object.StatusPatchable != 0 {
 				add("composite resource status changed", self, Renderer)
 			}
 			if o.StatusChanged&object.StatusReady != 0 {
-				addUrgent("composite resource readiness changed", self, Secrets)
+				deliver(true, false, "composite resource readiness changed", self, Secrets)
 			}
 		}
 		if r := o.ClaimRef; r != nil && (!o.StatusOnly || o.StatusChanged&object.StatusClaim != 0) {
 			if claim, ok := l.Claim(r.GroupKind(), r.Namespace, r.Name); ok {
 				switch {
 				case o.StatusOnly && o.StatusChanged&object.StatusReady != 0:
-					addUrgent("bound composite resource readiness changed", claim, Binder)
+					deliver(true, false, "bound composite resource readiness changed", claim, Binder)
 				case o.StatusOnly:
 					// The mirror copies the binder's own conditions too.
 					add("bound composite resource changed", claim, Binder)
 				default:
-					addUnlessOwn(false, "bound composite resource changed", claim, Binder)
+					deliver(false, true, "bound composite resource changed", claim, Binder)
 				}
 			}
 		}
@@ -286,22 +277,20 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		add("claim changed", self, Binder, Secrets)
 	}
 	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {
-		if o.StatusOnly {
+		xr := controllerTarget(o, l)
+		switch {
+		case o.StatusOnly:
 			// Typically a provider's report of progress (Ready, say),
 			// which the renderer and the binder's reference resolution
 			// wait for.
-			addUnlessOwn(true, "composed resource status changed", controllerTarget(o, l), Renderer, Binder)
-			addUnlessOwn(false, "composed resource status changed", controllerTarget(o, l), Secrets)
-		} else {
+			deliver(true, true, "composed resource status changed", xr, Renderer, Binder)
+			deliver(false, true, "composed resource status changed", xr, Secrets)
+		default:
 			// The renderer hears of the creations it made: functions see
 			// a composed resource (to judge it ready, say) only in the
 			// render after the one that created it.
-			if o.Created {
-				add("composed resource changed", controllerTarget(o, l), Renderer)
-			} else {
-				addUnlessOwn(false, "composed resource changed", controllerTarget(o, l), Renderer)
-			}
-			addUnlessOwn(false, "composed resource changed", controllerTarget(o, l), Binder, Secrets)
+			deliver(false, !o.Created, "composed resource changed", xr, Renderer)
+			deliver(false, true, "composed resource changed", xr, Binder, Secrets)
 		}
 	}
 	if roles.Has(RoleRequested) {

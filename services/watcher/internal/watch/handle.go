@@ -25,65 +25,42 @@ func (w *Watcher) onAdd(s *source, obj any, initial bool) {
 		if m, err := metaAccessor(obj); err == nil {
 			if old, err := metaAccessor((*known)[keyOf(m.GetNamespace(), m.GetName())]); err == nil && old.GetResourceVersion() == m.GetResourceVersion() {
 				// The source this one replaced published it already.
-				w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, false)
+				w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, false, nil)
 				return
 			}
 		}
 	}
-	c := change{created: !initial}
-	if !initial {
-		// A creation seen live: its writers are all its managers. Objects
-		// listed when a watch starts go to everyone, as a resync.
-		if m, err := object.MetaOf(s.gvk, obj); err == nil {
-			c.writers = object.Writers(object.Meta{}, m)
-		}
+	if initial {
+		// Objects listed when a watch starts go to everyone, as a resync.
+		w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, true, nil)
+		return
 	}
-	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, true, c)
+	w.handle(s, eventsv1.EventType_EVENT_TYPE_ADDED, obj, true, &object.Meta{})
 }
 
 func (w *Watcher) onUpdate(s *source, old, obj any) {
-	om, err1 := object.MetaOf(s.gvk, old)
-	nm, err2 := object.MetaOf(s.gvk, obj)
-	known := err1 == nil && err2 == nil
-	if known && om.ResourceVersion == nm.ResourceVersion {
+	om, err := object.MetaOf(s.gvk, old)
+	if err != nil {
+		w.handle(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, nil)
+		return
+	}
+	if nm, err := metaAccessor(obj); err == nil && om.ResourceVersion == nm.GetResourceVersion() {
 		// A relist found nothing new.
 		return
 	}
-	c := change{}
-	if known {
-		c.writers = object.Writers(om, nm)
-		if object.StatusOnly(om, nm) {
-			sc := object.StatusChanges(om, nm)
-			c.statusOnly = &sc
-		}
-	}
-	w.handleChange(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, c)
-}
-
-// change is what the watcher can tell of a change beyond the object.
-type change struct {
-	// statusOnly, if set, says the change touched only the status, and
-	// which parts of an XR's status.
-	statusOnly *object.StatusChange
-	// writers are the field managers that made it; nil if unknown.
-	writers []string
-	// created is true for a creation seen live.
-	created bool
+	w.handle(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, &om)
 }
 
 func (w *Watcher) onDelete(s *source, obj any) {
-	w.handle(s, eventsv1.EventType_EVENT_TYPE_DELETED, obj, true)
+	w.handle(s, eventsv1.EventType_EVENT_TYPE_DELETED, obj, true, nil)
 }
 
 // handle records what the watcher learns from a change and, once live and if
-// publish is set, publishes its deliveries.
-func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish bool) {
-	w.handleChange(s, typ, obj, publish, change{})
-}
-
-// handleChange is handle for a change of which more is known (c), which
-// fewer services may need to hear of.
-func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publish bool, c change) {
+// publish is set, publishes its deliveries. old is the object as cached
+// before the change (the zero Meta for a creation seen live), from which
+// the watcher tells who made the change and whether it touched only the
+// status, so that fewer services may need to hear of it; nil when unknown.
+func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish bool, old *object.Meta) {
 	m, err := object.MetaOf(s.gvk, obj)
 	if err != nil {
 		w.log.Error("cannot handle change", "kind", s.gvk.String(), "err", err)
@@ -98,9 +75,14 @@ func (w *Watcher) handleChange(s *source, typ eventsv1.EventType, obj any, publi
 	if !publish || !w.live.Load() {
 		return
 	}
-	o := route.Object{Meta: m, StatusOnly: c.statusOnly != nil, Writers: c.writers, Created: c.created}
-	if c.statusOnly != nil {
-		o.StatusChanged = *c.statusOnly
+	o := route.Object{Meta: m}
+	if old != nil {
+		o.Writers = object.Writers(*old, m)
+		o.Created = old.UID == ""
+		if object.StatusOnly(*old, m) {
+			o.StatusOnly = true
+			o.StatusChanged = object.StatusChanges(*old, m)
+		}
 	}
 	if roles&route.RoleXR != 0 {
 		if u := object.Unstructured(obj); u != nil {

@@ -298,7 +298,7 @@ func (w *Watcher) reportGone(ctx context.Context, s *source) {
 	}
 	for key, obj := range *known {
 		if _, ok, _ := s.informer.GetStore().GetByKey(key); !ok {
-			w.handle(s, eventsv1.EventType_EVENT_TYPE_DELETED, obj, true)
+			w.handle(s, eventsv1.EventType_EVENT_TYPE_DELETED, obj, true, nil)
 		}
 	}
 }
