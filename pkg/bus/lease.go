@@ -431,34 +431,21 @@ func (l *lease) handle(uid string, t *target, pm *pending) {
 		w.slots.release()
 		l.handlers.Done()
 	}()
-	var links []trace.Link
 	// A newer event that arrived while the target waited for a slot
 	// supersedes the one it waited with: handle that one only.
 	l.mu.Lock()
-	if next := t.held; next != nil && next.seq != pm.seq {
-		folded := t.folded + 1
-		links = t.links
-		t.held, t.folded, t.links = nil, 0, nil
-		l.mu.Unlock()
-		_ = pm.msg.Ack()
-		w.metrics.handled(w.service, pm.req.Target.GetKind(), OutcomeSuperseded, 0)
-		w.metrics.coalesced(w.service, folded)
-		next.req.Coalesced = folded
+	next, folded, links := t.take(pm)
+	l.mu.Unlock()
+	if next != nil {
+		l.supersede(pm, next, folded+1, 0, nil)
 		pm = next
-	} else {
-		l.mu.Unlock()
 	}
 	for {
 		res, err, d := l.call(pm, links)
 
 		l.mu.Lock()
-		next, folded := t.held, t.folded
-		links = t.links
-		t.held, t.folded, t.links = nil, 0, nil
+		next, folded, links = t.take(pm)
 		stopping := l.stopping()
-		if next != nil && next.seq == pm.seq {
-			next = nil // a redelivery of the message just handled
-		}
 		if next == nil || stopping {
 			delete(l.targets, uid)
 		}
@@ -467,14 +454,7 @@ func (l *lease) handle(uid string, t *target, pm *pending) {
 		switch {
 		case next != nil && !stopping:
 			// A newer event replaced this one in the stream: handle it now.
-			if IsPermanent(err) {
-				l.deadLetter(pm, pm.req.Delivery, "permanent error: "+err.Error())
-			} else {
-				_ = pm.msg.Ack()
-				w.metrics.handled(w.service, pm.req.Target.GetKind(), OutcomeSuperseded, d)
-			}
-			w.metrics.coalesced(w.service, folded)
-			next.req.Coalesced = folded
+			l.supersede(pm, next, folded, d, err)
 			pm = next
 			continue
 		case next != nil:
@@ -483,6 +463,32 @@ func (l *lease) handle(uid string, t *target, pm *pending) {
 		l.settle(pm, res, err, d)
 		return
 	}
+}
+
+// take removes the event held for the target, unless it is a redelivery of
+// pm, and returns it with the count of older events it folded and their
+// trace links. The caller holds the lease's mutex.
+func (t *target) take(pm *pending) (next *pending, folded int, links []trace.Link) {
+	next, folded, links = t.held, t.folded, t.links
+	t.held, t.folded, t.links = nil, 0, nil
+	if next != nil && next.seq == pm.seq {
+		next = nil // a redelivery of pm
+	}
+	return next, folded, links
+}
+
+// supersede settles pm, which next replaces after folding folded events:
+// acknowledged, or dead-lettered if its handling failed permanently (err).
+func (l *lease) supersede(pm, next *pending, folded int, d time.Duration, err error) {
+	w := l.w
+	if IsPermanent(err) {
+		l.deadLetter(pm, pm.req.Delivery, "permanent error: "+err.Error())
+	} else {
+		_ = pm.msg.Ack()
+		w.metrics.handled(w.service, pm.req.Target.GetKind(), OutcomeSuperseded, d)
+	}
+	w.metrics.coalesced(w.service, folded)
+	next.req.Coalesced = folded
 }
 
 // call runs the handler once, with the per-message timeout, the event's
