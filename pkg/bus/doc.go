@@ -23,7 +23,7 @@
 // durable pull consumer <service>-pNN filtered to its subjects.
 //
 // An urgent event (eventsv1.Event.Urgent: progress of work under way, such
-// as a composed resource turning Ready) goes to
+// as an XR turning Ready) goes to
 // loom.<service>.<partition>.<targetUID>.urgent instead, the partition's
 // urgent lane, consumed by <service>-pNN-urgent. A target has at most one
 // request in each lane. The owner of a partition consumes both lanes; a

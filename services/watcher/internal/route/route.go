@@ -19,8 +19,8 @@
 //	                              binder    its claim (spec.claimRef, if cached)
 //	claim                         binder    the claim (*)
 //	                              secrets   the claim (*)
-//	composed resource (labelled   renderer  the controlling XR (urgent: status)
-//	crossplane.io/composite, with binder    the controlling XR (urgent: status)
+//	composed resource (labelled   renderer  the controlling XR
+//	crossplane.io/composite, with binder    the controlling XR
 //	a controller reference)       secrets   the controlling XR
 //	watched on request of XRs     renderer  each requesting XR
 //
@@ -61,13 +61,13 @@
 // binder's two writers (claims and references) write apart: claims and XR
 // specs, and composed resources' references.
 //
-// Urgent deliveries report progress of work under way: a change of a
-// composed resource's status alone (typically its provider reporting it
-// Ready) to the renderer and the binder, and a change of an XR's readiness
-// to the secrets service and to the binder's mirror of the claim. The bus
-// serves them before the rest of their partitions (eventsv1.Event.Urgent),
-// so that a claim whose resources are ready does not wait behind the
-// backlog of new claims.
+// Urgent deliveries report progress of work under way: a change of an XR's
+// readiness, to the secrets service and to the binder's mirror of the claim.
+// The bus serves them before the rest of their partitions
+// (eventsv1.Event.Urgent), so that a claim whose XR is Ready does not wait
+// behind the backlog of new claims. A composed resource's status is not
+// urgent: the watcher cannot tell one turning Ready from one whose status
+// never settles, which would take the lane from everyone.
 //
 // A kind may play several roles (an XR composed by another XR is both an XR
 // and a composed resource); its deliveries are the union, one per service and
@@ -280,11 +280,11 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		xr := controllerTarget(o, l)
 		switch {
 		case o.StatusOnly:
-			// Typically a provider's report of progress (Ready, say),
-			// which the renderer and the binder's reference resolution
-			// wait for.
-			deliver(true, true, "composed resource status changed", xr, Renderer, Binder)
-			deliver(false, true, "composed resource status changed", xr, Secrets)
+			// Not urgent: the watcher cannot tell a composed resource
+			// turning Ready from one whose status never settles, and a
+			// poisoned XR whose resources keep changing would then take
+			// the urgent lane from everyone (TestIsolation).
+			deliver(false, true, "composed resource status changed", xr, Renderer, Binder, Secrets)
 		default:
 			// The renderer hears of the creations it made: functions see
 			// a composed resource (to judge it ready, say) only in the
