@@ -21,6 +21,12 @@ CONTROL_PLANE := $(K8S_BIN)/kube-apiserver $(K8S_BIN)/kube-controller-manager $(
 # kubectl of the same release, for people using the local stack (bin/kubectl).
 KUBECTL       := $(K8S_BIN)/kubectl
 
+# Upstream Crossplane release `make bench VS=crossplane` compares with
+# (tools/crossplane/go.mod pins it).
+CROSSPLANE_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/crossplane/crossplane" {print $$3}' tools/crossplane/go.mod)
+CROSSPLANE_DIR     := $(CACHE)/crossplane/$(CROSSPLANE_VERSION)
+CROSSPLANE         := $(CROSSPLANE_DIR)/crossplane
+
 # Binaries of Loom itself and of the test provider.
 SERVICES := watcher renderer binder secrets
 LOOM_BINS := $(addprefix $(BIN)/,$(SERVICES)) $(BIN)/loomctl $(BIN)/provider-nop
@@ -121,13 +127,44 @@ N            ?= 1000
 SCALE        ?= 0
 NATS_CLUSTER ?= 0
 BENCH_FLAGS  ?=
+# VS=crossplane runs the side-by-side benchmark against upstream Crossplane
+# instead (ROUNDS alternations of both engines; writes
+# bench/results/vs-crossplane.json and a row of BENCHMARKS.md).
+VS           ?=
+ROUNDS       ?= 2
 .PHONY: bench
-bench: build control-plane ## Scale benchmark: N claims to Ready; writes bench/results/latest.json and a row of BENCHMARKS.md.
+bench: build control-plane $(if $(filter crossplane,$(VS)),$(CROSSPLANE)) ## Scale benchmark: N claims to Ready; writes bench/results/latest.json and a row of BENCHMARKS.md. VS=crossplane: side by side with upstream Crossplane.
+ifeq ($(VS),crossplane)
+	cd e2e && go run -tags e2e ./bench/cmd/loombench -vs crossplane -crossplane-dir $(CROSSPLANE_DIR) -n $(N) -rounds $(ROUNDS) $(BENCH_FLAGS)
+else ifeq ($(VS),)
 	cd e2e && go run -tags e2e ./bench/cmd/loombench -n $(N) -scale=$(SCALE) -nats-cluster $(NATS_CLUSTER) $(BENCH_FLAGS)
+else
+	@echo "make bench: unknown VS=$(VS) (want crossplane)"; exit 1
+endif
 
 .PHONY: bench-bus
 bench-bus: ## Event bus on an embedded NATS server, 3 worker replicas: prints {"events_per_s","p50_ms","p99_ms","overlaps"}.
 	@cd e2e && go run ./busbench
+
+# Upstream Crossplane core, the engine `make bench VS=crossplane` measures Loom
+# against (issue 19): built from the Go module proxy (tools/crossplane, a
+# module outside go.work that requires nothing but upstream, so upstream's own
+# dependency versions are used) into .cache/crossplane/<version>/, with the
+# CRDs of the same module (cluster/crds) copied beside it. Built only when
+# missing (the directory name carries the version, so bumping it in
+# tools/crossplane/go.mod builds afresh); renamed into place so an
+# interrupted build leaves nothing behind.
+$(CROSSPLANE):
+	@mkdir -p $(CROSSPLANE_DIR)
+	@echo "building crossplane $(CROSSPLANE_VERSION) into $(CROSSPLANE_DIR) (first time only, a few minutes)"
+	cd tools/crossplane && GOWORK=off go build -ldflags '-s -w -X github.com/crossplane/crossplane/internal/version.version=$(CROSSPLANE_VERSION)' -o $@.tmp github.com/crossplane/crossplane/cmd/crossplane
+	@src=$$(cd tools/crossplane && GOWORK=off go list -m -f '{{.Dir}}' github.com/crossplane/crossplane) && \
+	  rm -rf $(CROSSPLANE_DIR)/crds.tmp && cp -r $$src/cluster/crds $(CROSSPLANE_DIR)/crds.tmp && chmod -R u+w $(CROSSPLANE_DIR)/crds.tmp && \
+	  rm -rf $(CROSSPLANE_DIR)/crds && mv $(CROSSPLANE_DIR)/crds.tmp $(CROSSPLANE_DIR)/crds
+	@mv $@.tmp $@
+
+.PHONY: crossplane
+crossplane: $(CROSSPLANE) ## Build upstream Crossplane core (tools/crossplane pins the release) into .cache/crossplane/ (cached).
 
 # The Helm chart, linted, rendered and tested with Helm built from the Go
 # module proxy (tools/helm, a module outside go.work) into .cache/tools/helm.

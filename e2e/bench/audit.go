@@ -154,13 +154,16 @@ const (
 var loomServices = map[string]bool{"watcher": true, "binder": true, "renderer": true, "secrets": true}
 
 // clientOf names the client of a request by its user: a Loom service or
-// the provider by ServiceAccount (loom-<name>), the harness by its admin
+// the provider by ServiceAccount (loom-<name>), upstream Crossplane core
+// by its own (crossplane-system:crossplane, RunVS), the harness by its admin
 // certificate, kube-controller-manager by its own or its controllers'
 // identities.
 func clientOf(user string) string {
 	switch {
 	case strings.HasPrefix(user, serviceAccounts+"loom-system:loom-"):
 		return strings.TrimPrefix(user, serviceAccounts+"loom-system:loom-")
+	case user == serviceAccounts+"crossplane-system:"+crossplaneSA:
+		return ClientCrossplane
 	case user == "loom-admin":
 		return ClientHarness
 	case strings.HasPrefix(user, "system:kube-controller-manager"), strings.HasPrefix(user, serviceAccounts+"kube-system:"):

@@ -167,11 +167,12 @@ func TestClientOf(t *testing.T) {
 		user   string
 		want   string
 	}{
-		"Service":  {reason: "Loom's services are named by their ServiceAccount.", user: "system:serviceaccount:loom-system:loom-renderer", want: "renderer"},
-		"Provider": {reason: "So is the test provider.", user: "system:serviceaccount:loom-system:loom-provider-nop", want: ClientProvider},
-		"Harness":  {reason: "The admin certificate is the harness.", user: "loom-admin", want: ClientHarness},
-		"KCM":      {reason: "Controllers of kube-controller-manager use kube-system ServiceAccounts.", user: "system:serviceaccount:kube-system:generic-garbage-collector", want: ClientKCM},
-		"Other":    {reason: "Anyone else keeps their user name.", user: "system:anonymous", want: "system:anonymous"},
+		"Service":    {reason: "Loom's services are named by their ServiceAccount.", user: "system:serviceaccount:loom-system:loom-renderer", want: "renderer"},
+		"Provider":   {reason: "So is the test provider.", user: "system:serviceaccount:loom-system:loom-provider-nop", want: ClientProvider},
+		"Harness":    {reason: "The admin certificate is the harness.", user: "loom-admin", want: ClientHarness},
+		"Crossplane": {reason: "Upstream Crossplane core runs as its own ServiceAccount (RunVS).", user: "system:serviceaccount:crossplane-system:crossplane", want: ClientCrossplane},
+		"KCM":        {reason: "Controllers of kube-controller-manager use kube-system ServiceAccounts.", user: "system:serviceaccount:kube-system:generic-garbage-collector", want: ClientKCM},
+		"Other":      {reason: "Anyone else keeps their user name.", user: "system:anonymous", want: "system:anonymous"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -14,6 +14,14 @@
 // harness); the peak resident memory and CPU time of every process from
 // /proc; and the message counts of Loom's JetStream work streams.
 //
+// RunVS (issue 19) instead measures Loom side by side with upstream
+// Crossplane core on fresh stacks of the same control plane and test
+// provider, alternating engines, with the baseline's workload
+// (testdata/vs): N claims to Ready, one new claim at rest, and one new
+// claim while a burst of N claims in another namespace is processed.
+// `make bench VS=crossplane` runs it and writes
+// bench/results/vs-crossplane.json.
+//
 // `make bench` runs cmd/loombench, which writes bench/results/latest.json
 // and appends a row to BENCHMARKS.md; TestBenchSmall runs a small N and
 // asserts only relative properties.

@@ -50,6 +50,11 @@ func run() error {
 		md       = flag.String("md", "", `Markdown file to append rows to (default <repo>/BENCHMARKS.md; "-" for none)`)
 		timeline = flag.String("timeline", "", "instead of running, print every request on objects whose name starts with this (a claim's name) from the audit log given by -audit")
 		audit    = flag.String("audit", "", "audit log for -timeline (bench/results/tmp/stack-*/audit/kube-apiserver-audit.log of a run with -keep)")
+		vs       = flag.String("vs", "", `"crossplane": instead, run the side-by-side benchmark against upstream Crossplane (-crossplane-dir), writing bench/results/vs-crossplane.json and a row of BENCHMARKS.md`)
+		xpDir    = flag.String("crossplane-dir", "", "with -vs crossplane: the folder holding the crossplane binary and its CRDs (make crossplane builds .cache/crossplane/<version>)")
+		rounds   = flag.Int("rounds", 2, "with -vs: how many times each engine runs, alternating")
+		oneAt    = flag.Int("one-at-a-time", 20, "with -vs: claims created one at a time at rest and during the burst (negative: skip both phases)")
+		noBurst  = flag.Bool("no-burst", false, "with -vs: skip the burst phase")
 	)
 	flag.Parse()
 	if *timeline != "" {
@@ -57,6 +62,9 @@ func run() error {
 			return errors.New("-timeline needs -audit")
 		}
 		return bench.WriteTimeline(os.Stdout, *audit, *timeline)
+	}
+	if *vs != "" {
+		return runVS(*vs, *xpDir, *n, *creators, *rounds, *oneAt, *noBurst, *timeout, *keep, *out, *md)
 	}
 	if *ceiling == 0 {
 		*ceiling = -1
@@ -153,6 +161,63 @@ func run() error {
 	}
 	os.Stdout.Write(b)
 	fmt.Fprintf(os.Stderr, "loombench: wrote %s\n", *out)
+	return nil
+}
+
+// runVS runs the side-by-side benchmark and writes its results.
+func runVS(vs, xpDir string, n, creators, rounds, oneAt int, noBurst bool, timeout time.Duration, keep bool, out, md string) error {
+	if vs != bench.EngineCrossplane {
+		return fmt.Errorf("cannot compare with %q: only -vs crossplane is known", vs)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	repo, err := stack.FindRepoRoot(wd)
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Join(repo, "bench", "results", "vs-crossplane.json")
+	}
+	if md == "" {
+		md = filepath.Join(repo, "BENCHMARKS.md")
+	}
+	if xpDir == "" {
+		return errors.New("-vs crossplane needs -crossplane-dir (make bench VS=crossplane passes it)")
+	}
+	if xpDir, err = filepath.Abs(xpDir); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.RunVS(ctx, bench.VSConfig{
+		Claims: n, Creators: creators, Rounds: rounds, OneAtATime: oneAt, NoBurst: noBurst,
+		CrossplaneDir: xpDir, RepoRoot: repo, KeepState: keep, ReadyTimeout: timeout, Log: os.Stderr,
+	})
+	if err != nil {
+		if rep != nil {
+			failed := filepath.Join(repo, "bench", "results", "tmp", "vs-failed.json")
+			if werr := bench.WriteJSON(failed, rep); werr == nil {
+				fmt.Fprintf(os.Stderr, "loombench: partial results in %s\n", failed)
+			}
+		}
+		return err
+	}
+	if err := bench.WriteJSON(out, rep); err != nil {
+		return err
+	}
+	if md != "-" {
+		if err := bench.AppendVSRow(md, *rep); err != nil {
+			return err
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	os.Stdout.Write(b)
+	fmt.Fprintf(os.Stderr, "loombench: wrote %s\n", out)
 	return nil
 }
 
