@@ -595,13 +595,13 @@ func (r *vsRun) aggregated(ctx context.Context) error {
 }
 
 // waitCalm waits until the API server's writes (lease renewals aside)
-// calm down: at most max(2, 10 % of rate) writes per second over three
+// calm down: at most max(2, 20 % of rate) writes per second over three
 // seconds, where rate is the writes per second of the phase before (0:
 // none). An engine that polls writes on its own by design, so calm is not
-// silence; after two minutes it settles and says so. It returns how long
-// it waited.
+// silence; after a minute it settles and says so. It returns how long it
+// waited.
 func (r *vsRun) waitCalm(ctx context.Context, rate float64) (time.Duration, string, error) {
-	limit := max(2, rate/10)
+	limit := max(2, rate/5)
 	start := time.Now()
 	const span = 3 * time.Second
 	type sample struct {
@@ -610,7 +610,7 @@ func (r *vsRun) waitCalm(ctx context.Context, rate float64) (time.Duration, stri
 	}
 	var samples []sample
 	var last float64
-	deadline := start.Add(2 * time.Minute)
+	deadline := start.Add(time.Minute)
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
