@@ -803,12 +803,11 @@ func (r *vsRun) mainPhase(ctx context.Context, win *auditWindow) error {
 		return err
 	}
 	writes := after.sub(before).sum(func(k requestKey) bool { return isWrite(k) && !isBackgroundWrite(k) })
-	calm, note, err := r.waitCalm(ctx, writes/all)
+	_, note, err := r.waitCalm(ctx, writes/all)
 	if err != nil {
 		return err
 	}
 	r.res.CalmAfterS = round(time.Since(w.allReady).Seconds(), 1)
-	_ = calm
 	r.res.CalmNote = note
 	win.to = time.Now()
 	r.procs.sample()
