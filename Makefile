@@ -12,10 +12,16 @@ ROOT     := $(CURDIR)
 BIN      := $(ROOT)/bin
 CACHE    := $(ROOT)/.cache
 TOOLS    := $(CACHE)/tools
-MODULES  := proto pkg services/watcher services/renderer services/binder services/secrets cmd/loomctl e2e tools
+# The go.work modules. tools/ is a module of its own outside go.work (its
+# replace block mirrors k8s.io/kubernetes's and must not steer the services'
+# dependencies): the targets below run it with GOWORK=off.
+MODULES  := proto pkg services/watcher services/renderer services/binder services/secrets cmd/loomctl e2e
+TOOLS_MODULE := tools
 
-# Kubernetes release the local control plane is built from (tools/go.mod pins it).
-K8S_VERSION  := v1.35.4
+# Kubernetes release the local control plane is built from: written once, as
+# the k8s.io/kubernetes requirement of tools/go.mod (pkg/stack reads it there too).
+K8S_VERSION  := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ {print $$2}' tools/go.mod)
+K8S_MINOR    := $(word 2,$(subst ., ,$(K8S_VERSION)))
 K8S_BIN      := $(CACHE)/k8s/$(K8S_VERSION)
 CONTROL_PLANE := $(K8S_BIN)/kube-apiserver $(K8S_BIN)/kube-controller-manager $(K8S_BIN)/etcd
 # kubectl of the same release, for people using the local stack (bin/kubectl).
@@ -49,7 +55,7 @@ $(K8S_BIN)/kubectl:                 CP_PKG := k8s.io/kubernetes/cmd/kubectl
 # Stamp the release into the binaries so /version reports it (as the
 # Kubernetes build scripts do).
 CP_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
-	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=35 -X $(p).gitTreeState=clean)
+	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
 
 # Built only when missing: tools/go.mod pins the versions, and the directory
 # name carries K8S_VERSION, so bumping it builds afresh. GOWORK=off keeps the
@@ -75,6 +81,7 @@ test: check-generate unit fuzz e2e chart-test ## Everything CI runs.
 .PHONY: unit
 unit: build control-plane ## Unit and integration tests of every module, with the race detector (some run on the real control plane).
 	@failed=""; for m in $(MODULES); do echo "=== go test $$m"; (cd $$m && go test -race -timeout $(UNIT_TIMEOUT) ./...) || failed="$$failed $$m"; done; \
+	  echo "=== go test $(TOOLS_MODULE)"; (cd $(TOOLS_MODULE) && GOWORK=off go test -race -timeout $(UNIT_TIMEOUT) ./...) || failed="$$failed $(TOOLS_MODULE)"; \
 	  if [ -n "$$failed" ]; then echo "unit tests failed in:$$failed"; exit 1; fi
 
 # Every fuzz target (func FuzzX in a _test.go file of a go.work module) runs
@@ -170,7 +177,7 @@ PROTO_FILES = $(shell cd proto && find . -name '*.proto' | sed 's|^./||' | sort)
 .PHONY: generate-proto
 generate-proto:
 	@mkdir -p $(TOOLS)
-	cd tools && go build -o $(TOOLS)/protogen ./cmd/protogen && go build -o $(TOOLS)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go && go build -o $(TOOLS)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	cd tools && export GOWORK=off && go build -o $(TOOLS)/protogen ./cmd/protogen && go build -o $(TOOLS)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go && go build -o $(TOOLS)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	$(TOOLS)/protogen -root proto -plugin protoc-gen-go=$(TOOLS)/protoc-gen-go -plugin protoc-gen-go-grpc=$(TOOLS)/protoc-gen-go-grpc $(PROTO_FILES)
 
 # API types: deepcopy functions and CRDs of pkg/apis by controller-gen, built
@@ -202,6 +209,7 @@ lint: ## Static checks of every module.
 .PHONY: tidy
 tidy: ## go mod tidy in every module.
 	@for m in $(MODULES); do (cd $$m && go mod tidy); done
+	cd $(TOOLS_MODULE) && GOWORK=off go mod tidy
 
 .PHONY: clean
 clean:

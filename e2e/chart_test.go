@@ -49,8 +49,18 @@ import (
 const (
 	chartDir       = "../deploy/helm/loom"
 	chartNamespace = "loom-system"
-	chartKube      = "v1.35.4"
 )
+
+// chartKube is the Kubernetes release the chart is rendered for: the local
+// control plane's (tools/go.mod writes it once).
+func chartKube(t *testing.T) string {
+	t.Helper()
+	v, err := stack.KubernetesVersion("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
 
 var chartServices = []string{"watcher", "renderer", "binder", "secrets"}
 
@@ -86,7 +96,7 @@ func chartHelm(t *testing.T, args ...string) (string, error) {
 // extra helm template arguments (-f FILE, --set K=V) and returns its objects.
 func renderChart(t *testing.T, args ...string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace, "--kube-version", chartKube}, args...)...)
+	out, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace, "--kube-version", chartKube(t)}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -705,7 +715,7 @@ func TestChartSchema(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace, "--kube-version", chartKube}, tc.args...)...)
+			_, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace, "--kube-version", chartKube(t)}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s\nhelm template: error %v, want one mentioning %q", tc.reason, err, tc.want)
 			}

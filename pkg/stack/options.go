@@ -9,11 +9,6 @@ import (
 	"time"
 )
 
-// KubernetesVersion is the release of the control-plane binaries the stack
-// runs; tools/go.mod pins the same release and the Makefile builds it into
-// .cache/k8s/<KubernetesVersion>.
-const KubernetesVersion = "v1.35.4"
-
 // Namespace is where the stack creates the services' ServiceAccounts.
 const Namespace = "loom-system"
 
@@ -156,6 +151,12 @@ func (o Options) withDefaults() (Options, error) {
 		*p = a
 		return err
 	}
+	k8sBin := ""
+	if o.K8sBinDir == "" && os.Getenv("LOOM_K8S_BIN_DIR") == "" {
+		if k8sBin, err = DefaultK8sBinDir(o.RepoRoot); err != nil {
+			return o, err
+		}
+	}
 	for _, d := range []struct {
 		p        *string
 		env      string
@@ -163,7 +164,7 @@ func (o Options) withDefaults() (Options, error) {
 	}{
 		{&o.StateDir, "", filepath.Join(o.RepoRoot, ".loom")},
 		{&o.BinDir, "LOOM_BIN_DIR", filepath.Join(o.RepoRoot, "bin")},
-		{&o.K8sBinDir, "LOOM_K8S_BIN_DIR", filepath.Join(o.RepoRoot, ".cache", "k8s", KubernetesVersion)},
+		{&o.K8sBinDir, "LOOM_K8S_BIN_DIR", k8sBin},
 		{&o.RBACDir, "", filepath.Join(o.RepoRoot, "deploy", "helm", "loom", "files", "rbac")},
 	} {
 		if err := def(d.p, d.env, d.fallback); err != nil {
