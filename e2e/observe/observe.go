@@ -28,6 +28,10 @@ const (
 // trace must hold.
 var loomServices = []string{"watcher", "binder", "renderer", "secrets"}
 
+// ErrNoServers is returned (wrapped) by Start when the Prometheus or Jaeger
+// binary is missing: `make observe-tools` builds them.
+var ErrNoServers = errors.New("run `make observe-tools` to build Prometheus and Jaeger")
+
 // Config configures Start.
 type Config struct {
 	// RepoRoot is the Loom checkout; default: found from the working
@@ -77,7 +81,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, b := range []string{c.PrometheusBin, c.JaegerBin} {
 		if _, err := os.Stat(b); err != nil {
-			return c, fmt.Errorf("cannot find %s (run `make observe-tools`): %w", b, err)
+			return c, fmt.Errorf("cannot find %s: %w (%w)", b, ErrNoServers, err)
 		}
 	}
 	if c.ScrapeInterval <= 0 {
