@@ -38,12 +38,13 @@ func (s *Session) RunChecks(ctx context.Context, n, creators int) (Checks, error
 	settle := time.Now().Add(2 * s.cfg.ScrapeInterval)
 	var errs []error
 	healthy, _ := c.Load.First(Healthy)
-	if c.Healthy, err = s.ClaimTrace(ctx, healthy, false, time.Minute); err != nil {
+	if c.Healthy, err = s.ClaimTrace(ctx, healthy, loomServices, false, time.Minute); err != nil {
 		errs = append(errs, fmt.Errorf("healthy claim's trace: %w", err))
 	}
 	logf("trace of healthy claim %s: %s, %d spans, services %s", healthy.Name, c.Healthy.TraceID, c.Healthy.Spans, strings.Join(c.Healthy.Services, ", "))
+	// A claim that cannot be rendered never reaches the secrets service.
 	broken, _ := c.Load.First(FatalResult)
-	if c.Broken, err = s.ClaimTrace(ctx, broken, true, time.Minute); err != nil {
+	if c.Broken, err = s.ClaimTrace(ctx, broken, []string{"watcher", "binder", "renderer"}, true, time.Minute); err != nil {
 		errs = append(errs, fmt.Errorf("broken claim's trace: %w", err))
 	}
 	logf("trace of broken claim %s: %s, %d spans, services %s, errors: %s", broken.Name, c.Broken.TraceID, c.Broken.Spans,

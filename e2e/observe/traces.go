@@ -25,9 +25,9 @@ type TraceReport struct {
 
 // ClaimTrace finds in Jaeger the trace of c's creation (the trace the
 // watcher started when it saw the claim added) and returns it once it
-// holds spans of every Loom service and, if wantError, a span marked as an
-// error; it fails after timeout.
-func (s *Session) ClaimTrace(ctx context.Context, c Claim, wantError bool, timeout time.Duration) (TraceReport, error) {
+// holds spans of every service of services and, if wantError, a span
+// marked as an error; it fails after timeout.
+func (s *Session) ClaimTrace(ctx context.Context, c Claim, services []string, wantError bool, timeout time.Duration) (TraceReport, error) {
 	jc := jaegerClient{s.JaegerURL}
 	rep := TraceReport{Claim: c}
 	err := poll(ctx, timeout, time.Second, func() error {
@@ -45,7 +45,7 @@ func (s *Session) ClaimTrace(ctx context.Context, c Claim, wantError bool, timeo
 		}
 		rep = describe(c, t)
 		var missing []string
-		for _, svc := range loomServices {
+		for _, svc := range services {
 			if !slices.Contains(rep.Services, svc) {
 				missing = append(missing, svc)
 			}
