@@ -118,7 +118,7 @@ e2e-cluster: build control-plane ## A NATS server lost under CLUSTER_CLAIMS clai
 	  go test -timeout 60m -count=1 -tags e2e -run '^TestNATSCluster$$' -v .
 
 .PHONY: e2e
-e2e: build control-plane ## End-to-end tests on the real local stack.
+e2e: build control-plane ## End-to-end tests on the real local stack (TestObserve skips unless make observe-tools has run).
 	cd e2e && go test -timeout $(E2E_TIMEOUT) -count=1 -tags e2e ./...
 
 # make bench: N claims; SCALE=1 runs renderer and binder at 1 and at 3
@@ -131,6 +131,42 @@ BENCH_FLAGS  ?=
 .PHONY: bench
 bench: build control-plane ## Scale benchmark: N claims to Ready; writes bench/results/latest.json and a row of BENCHMARKS.md.
 	cd e2e && go run -tags e2e ./bench/cmd/loombench -n $(N) -scale=$(SCALE) -nats-cluster $(NATS_CLUSTER) $(BENCH_FLAGS)
+
+# Prometheus and Jaeger for make observe and TestObserve, built from the Go
+# module proxy (tools/prometheus and tools/jaeger, modules outside go.work,
+# whose go.mod pins the release) into .cache/tools, only when missing: the
+# file name carries the version, so bumping it builds afresh. Prometheus is
+# built without the builtinassets tag: its module ships the UI's sources,
+# not the built UI, so the API answers and the UI pages do not (Jaeger's UI
+# likewise shows a placeholder).
+PROMETHEUS_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/prometheus/prometheus" {print $$3}' tools/prometheus/go.mod)
+JAEGER_VERSION     := $(shell awk '$$1 == "require" && $$2 == "github.com/jaegertracing/jaeger" {print $$3}' tools/jaeger/go.mod)
+PROMETHEUS         := $(TOOLS)/prometheus-$(PROMETHEUS_VERSION)
+JAEGER             := $(TOOLS)/jaeger-$(JAEGER_VERSION)
+export LOOM_PROMETHEUS := $(PROMETHEUS)
+export LOOM_JAEGER     := $(JAEGER)
+$(PROMETHEUS):
+	@mkdir -p $(TOOLS)
+	@echo "building prometheus $(PROMETHEUS_VERSION) into $(TOOLS) (first time only, a few minutes)"
+	cd tools/prometheus && GOWORK=off go build -ldflags '-s -w' -o $@.tmp github.com/prometheus/prometheus/cmd/prometheus
+	@mv $@.tmp $@
+$(JAEGER):
+	@mkdir -p $(TOOLS)
+	@echo "building jaeger $(JAEGER_VERSION) into $(TOOLS) (first time only, a few minutes)"
+	cd tools/jaeger && GOWORK=off go build -ldflags '-s -w' -o $@.tmp github.com/jaegertracing/jaeger/cmd/jaeger
+	@mv $@.tmp $@
+
+.PHONY: observe-tools
+observe-tools: $(PROMETHEUS) $(JAEGER) ## Build Prometheus and Jaeger from the Go module proxy (cached).
+
+# make observe: OBSERVE_N claims, three in every twenty broken on purpose
+# (e2e/observe); PNG=1 also draws each dashboard row's main series into
+# bench/results/observe, with panels.md (what each query showed).
+OBSERVE_N ?= 300
+PNG       ?= 0
+.PHONY: observe
+observe: build control-plane kubectl observe-tools ## Stack + Prometheus + Jaeger, a load, every dashboard query and a claim's trace checked; stays up until Ctrl-C (PNG=1 draws the rows).
+	cd e2e && go run -tags e2e ./observe/cmd/loomobserve -n $(OBSERVE_N) $(if $(filter 1,$(PNG)),-png $(ROOT)/bench/results/observe)
 
 .PHONY: bench-bus
 bench-bus: ## Event bus on an embedded NATS server, 3 worker replicas: prints {"events_per_s","p50_ms","p99_ms","overlaps"}.

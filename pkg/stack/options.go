@@ -100,6 +100,12 @@ type Options struct {
 	// cluster loses its quorum with either server.
 	NATSServers int
 
+	// NATSMonitoring turns on each NATS server's HTTP monitoring endpoint
+	// (/varz, /jsz, ...) on a free loopback port; NATSMonitorURLs lists
+	// them. For observing the stack (make observe) and for scalers that read
+	// consumer lag from it, as KEDA's nats-jetstream scaler does.
+	NATSMonitoring bool
+
 	// Env is added to the environment of every service replica (after the
 	// stack's own variables, so it may override them), for example
 	// OTEL_EXPORTER_OTLP_ENDPOINT to collect the services' traces.
