@@ -269,9 +269,12 @@ func RunVS(ctx context.Context, cfg VSConfig) (*VSReport, error) {
 	}
 	rep := &VSReport{
 		StartedAt: time.Now(), Commit: commitOf(cfg.RepoRoot), Machine: machineInfo(),
-		CrossplaneVersion: filepath.Base(cfg.CrossplaneDir), KubernetesVersion: stack.KubernetesVersion,
-		Workload: "e2e/bench/testdata/vs/workload.yaml (shared/reference/baseline-workload)",
-		Claims:   cfg.Claims, Creators: cfg.Creators, Rounds: cfg.Rounds,
+		CrossplaneVersion: filepath.Base(cfg.CrossplaneDir),
+		Workload:          "e2e/bench/testdata/vs/workload.yaml (shared/reference/baseline-workload)",
+		Claims:            cfg.Claims, Creators: cfg.Creators, Rounds: cfg.Rounds,
+	}
+	if rep.KubernetesVersion, err = stack.KubernetesVersion(cfg.RepoRoot); err != nil {
+		return nil, err
 	}
 	for round := 1; round <= cfg.Rounds; round++ {
 		for _, engine := range []string{EngineCrossplane, EngineLoom} {
