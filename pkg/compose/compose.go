@@ -50,6 +50,14 @@ type Request struct {
 	// spec.environment may select from, as unstructured objects with a data
 	// map. Only needed when the Composition selects EnvironmentConfigs.
 	EnvironmentConfigs []*unstructured.Unstructured
+
+	// EnvironmentConfigRefs are the names of the EnvironmentConfigs the
+	// composite resource resolved before (its spec.environmentConfigRefs).
+	// Under the Composition's resolve policy IfNotPresent (the default) a
+	// non-empty list is kept as it is: those EnvironmentConfigs are merged,
+	// in order, and the selectors are not evaluated again. Under Always it
+	// is ignored.
+	EnvironmentConfigRefs []string
 }
 
 // A Result is the outcome of a render.
@@ -76,6 +84,13 @@ type Result struct {
 	// the environment, in merge order (a name may repeat). Callers watch
 	// them to re-render when they change.
 	EnvironmentConfigs []string
+
+	// EnvironmentConfigRefs are what the composite resource should record
+	// in spec.environmentConfigRefs, as Crossplane records them: the name
+	// of each Reference source (even one that does not exist, under
+	// resolution Optional) and the names each Selector matched, in order;
+	// the request's when they were kept. Empty without spec.environment.
+	EnvironmentConfigRefs []string
 
 	// Ready is true if every composed resource exists and is ready.
 	Ready bool
@@ -195,7 +210,7 @@ func Render(req Request) (*Result, error) {
 		desiredXR:  fieldpath.Pave(desiredXR.Object),
 	}
 
-	env, err := buildEnvironment(spec.Environment, o.observedXR, req.EnvironmentConfigs)
+	env, err := buildEnvironment(spec.Environment, o.observedXR, req.EnvironmentConfigs, req.EnvironmentConfigRefs)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +229,7 @@ func Render(req Request) (*Result, error) {
 		}
 	}
 
-	res := &Result{Composite: desiredXR, Resources: make([]Resource, len(spec.Resources)), EnvironmentConfigs: env.selected, Ready: true}
+	res := &Result{Composite: desiredXR, Resources: make([]Resource, len(spec.Resources)), EnvironmentConfigs: env.selected, EnvironmentConfigRefs: env.refs, Ready: true}
 	for i := range spec.Resources {
 		t := &spec.Resources[i]
 		name := names[i]

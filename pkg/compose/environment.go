@@ -17,11 +17,15 @@ import (
 type environment struct {
 	data     map[string]any
 	selected []string
+	// refs are the references to record on the XR (Result.EnvironmentConfigRefs).
+	refs []string
 }
 
-// buildEnvironment selects EnvironmentConfigs and merges their data over the
-// default data, in order. It does not apply the environment patches.
-func buildEnvironment(cfg *v1.EnvironmentConfiguration, xr *fieldpath.Paved, configs []*unstructured.Unstructured) (environment, error) {
+// buildEnvironment selects EnvironmentConfigs, or keeps the XR's resolved
+// ones (refs) when the resolve policy is IfNotPresent, and merges their data
+// over the default data, in order. It does not apply the environment
+// patches.
+func buildEnvironment(cfg *v1.EnvironmentConfiguration, xr *fieldpath.Paved, configs []*unstructured.Unstructured, refs []string) (environment, error) {
 	env := environment{data: map[string]any{}}
 	if cfg == nil {
 		return env, nil
@@ -48,34 +52,69 @@ func buildEnvironment(cfg *v1.EnvironmentConfiguration, xr *fieldpath.Paved, con
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].GetName() < sorted[j].GetName() })
 
 	optional := cfg.IsOptional()
+	if len(cfg.EnvironmentConfigs) > 0 && len(refs) > 0 && !cfg.ResolveAlways() {
+		// IfNotPresent: the XR resolved its EnvironmentConfigs before;
+		// keep them, whatever the selectors would match now.
+		env.refs = refs
+		for i, name := range refs {
+			c, ok := byName[name]
+			if !ok {
+				if optional {
+					continue
+				}
+				return env, &EnvironmentError{Field: "environmentConfigs", Err: fmt.Errorf("the composite resource's spec.environmentConfigRefs[%d]: %w", i, unavailable("EnvironmentConfig %q does not exist", name))}
+			}
+			if err := env.merge(c, "environmentConfigs"); err != nil {
+				return env, err
+			}
+		}
+		return env, nil
+	}
 	for i, src := range cfg.EnvironmentConfigs {
 		field := fmt.Sprintf("environmentConfigs[%d]", i)
 		picked, err := selectConfigs(src, xr, byName, sorted, optional)
 		if err != nil {
 			return env, &EnvironmentError{Field: field, Err: err}
 		}
+		if src.GetType() == v1.EnvironmentSourceTypeReference {
+			// Recorded even while it does not exist (resolution
+			// Optional), as Crossplane records it.
+			env.refs = append(env.refs, src.Ref.Name)
+		}
 		for _, c := range picked {
-			data, _, err := unstructured.NestedFieldNoCopy(c.Object, "data")
-			if err != nil {
-				return env, &EnvironmentError{Field: field, Err: fmt.Errorf("EnvironmentConfig %q: cannot read data: %w", c.GetName(), err)}
+			if src.GetType() != v1.EnvironmentSourceTypeReference {
+				env.refs = append(env.refs, c.GetName())
 			}
-			if data == nil {
-				env.selected = append(env.selected, c.GetName())
-				continue
+			if err := env.merge(c, field); err != nil {
+				return env, err
 			}
-			m, ok := data.(map[string]any)
-			if !ok {
-				return env, &EnvironmentError{Field: field, Err: fmt.Errorf("EnvironmentConfig %q: data is %s, want an object", c.GetName(), TypeOf(data))}
-			}
-			cp, err := fieldpath.ToJSON(m)
-			if err != nil {
-				return env, &EnvironmentError{Field: field, Err: fmt.Errorf("EnvironmentConfig %q: %w", c.GetName(), err)}
-			}
-			mergeOver(env.data, cp.(map[string]any)) //nolint:forcetypeassert // An object stays an object.
-			env.selected = append(env.selected, c.GetName())
 		}
 	}
 	return env, nil
+}
+
+// merge merges the data of the EnvironmentConfig c, selected by field, into
+// the environment.
+func (env *environment) merge(c *unstructured.Unstructured, field string) error {
+	data, _, err := unstructured.NestedFieldNoCopy(c.Object, "data")
+	if err != nil {
+		return &EnvironmentError{Field: field, Err: fmt.Errorf("EnvironmentConfig %q: cannot read data: %w", c.GetName(), err)}
+	}
+	if data == nil {
+		env.selected = append(env.selected, c.GetName())
+		return nil
+	}
+	m, ok := data.(map[string]any)
+	if !ok {
+		return &EnvironmentError{Field: field, Err: fmt.Errorf("EnvironmentConfig %q: data is %s, want an object", c.GetName(), TypeOf(data))}
+	}
+	cp, err := fieldpath.ToJSON(m)
+	if err != nil {
+		return &EnvironmentError{Field: field, Err: fmt.Errorf("EnvironmentConfig %q: %w", c.GetName(), err)}
+	}
+	mergeOver(env.data, cp.(map[string]any)) //nolint:forcetypeassert // An object stays an object.
+	env.selected = append(env.selected, c.GetName())
+	return nil
 }
 
 // mergeOver merges src into dst: objects recursively, everything else

@@ -39,12 +39,14 @@ func TestBuildEnvironment(t *testing.T) {
 	type want struct {
 		data     map[string]any
 		selected []string
+		refs     []string
 		err      string
 		class    error
 	}
 	cases := map[string]struct {
 		reason string
 		cfg    string
+		refs   []string
 		want   want
 	}{
 		"Nil": {
@@ -63,6 +65,7 @@ func TestBuildEnvironment(t *testing.T) {
 			want: want{
 				data:     jsonObj(t, `{"region":"eu","keep":1,"db":{"size":"large","port":3306},"rank":2}`),
 				selected: []string{"base", "prod"},
+				refs:     []string{"base", "prod"},
 			},
 		},
 		"ReferenceMissing": {
@@ -73,7 +76,7 @@ func TestBuildEnvironment(t *testing.T) {
 		"ReferenceMissingOptional": {
 			reason: "With resolution Optional a missing config is skipped.",
 			cfg:    `{policy: {resolution: Optional}, environmentConfigs: [{ref: {name: nope}}, {ref: {name: base}}]}`,
-			want:   want{data: jsonObj(t, `{"region":"eu","db":{"size":"small","port":3306}}`), selected: []string{"base"}},
+			want:   want{data: jsonObj(t, `{"region":"eu","db":{"size":"small","port":3306}}`), selected: []string{"base"}, refs: []string{"nope", "base"}},
 		},
 		"ReferenceWithoutName": {
 			reason: "A reference needs a name.",
@@ -83,7 +86,7 @@ func TestBuildEnvironment(t *testing.T) {
 		"SelectorSingleFromComposite": {
 			reason: "A Single selector with a label read from the XR selects the one match.",
 			cfg:    `{environmentConfigs: [{type: Selector, selector: {matchLabels: [{key: stage, type: FromCompositeFieldPath, valueFromFieldPath: spec.stage}, {key: tier, type: Value, value: all}]}}]}`,
-			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2}`), selected: []string{"prod"}},
+			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2}`), selected: []string{"prod"}, refs: []string{"prod"}},
 		},
 		"SelectorSingleManyMatches": {
 			reason: "A Single selector that matches several configs is an error naming them.",
@@ -108,17 +111,17 @@ func TestBuildEnvironment(t *testing.T) {
 		"SelectorMultipleSortedByName": {
 			reason: "A Multiple selector merges every match sorted by metadata.name.",
 			cfg:    `{environmentConfigs: [{type: Selector, selector: {mode: Multiple, matchLabels: [{key: stage, type: Value, value: prod}]}}]}`,
-			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":1,"extra":true}`), selected: []string{"prod", "prod-extra"}},
+			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":1,"extra":true}`), selected: []string{"prod", "prod-extra"}, refs: []string{"prod", "prod-extra"}},
 		},
 		"SelectorMultipleSortedByField": {
 			reason: "sortByFieldPath orders the matches, so the later one wins.",
 			cfg:    `{environmentConfigs: [{type: Selector, selector: {mode: Multiple, sortByFieldPath: "metadata.labels[order]", matchLabels: [{key: stage, type: Value, value: prod}]}}]}`,
-			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2,"extra":true}`), selected: []string{"prod-extra", "prod"}},
+			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2,"extra":true}`), selected: []string{"prod-extra", "prod"}, refs: []string{"prod-extra", "prod"}},
 		},
 		"SelectorMultipleSortedByNumber": {
 			reason: "Numbers sort numerically.",
 			cfg:    `{environmentConfigs: [{type: Selector, selector: {mode: Multiple, sortByFieldPath: data.rank, matchLabels: [{key: stage, type: Value, value: prod}]}}]}`,
-			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2,"extra":true}`), selected: []string{"prod-extra", "prod"}},
+			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2,"extra":true}`), selected: []string{"prod-extra", "prod"}, refs: []string{"prod-extra", "prod"}},
 		},
 		"SelectorMultipleMixedSortTypes": {
 			reason: "Sorting by values of different types is an error.",
@@ -133,7 +136,7 @@ func TestBuildEnvironment(t *testing.T) {
 		"SelectorMultipleMaxMatch": {
 			reason: "maxMatch keeps the first matches.",
 			cfg:    `{environmentConfigs: [{type: Selector, selector: {mode: Multiple, maxMatch: 1, matchLabels: [{key: stage, type: Value, value: prod}]}}]}`,
-			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2}`), selected: []string{"prod"}},
+			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2}`), selected: []string{"prod"}, refs: []string{"prod"}},
 		},
 		"SelectorMultipleMinMatch": {
 			reason: "Fewer matches than minMatch is unavailable.",
@@ -170,10 +173,40 @@ func TestBuildEnvironment(t *testing.T) {
 			cfg:    `{environmentConfigs: [{type: Guess}]}`,
 			want:   want{err: `cannot build the environment: spec.environment.environmentConfigs[0]: unknown type "Guess" (want Reference or Selector)`, class: ErrInvalid},
 		},
+		"IfNotPresentKeepsRefs": {
+			reason: "Under resolve IfNotPresent (the default) the XR's resolved references are kept: a Single selector that now matches two does not fail.",
+			cfg:    `{environmentConfigs: [{type: Selector, selector: {mode: Single, matchLabels: [{key: stage, valueFromFieldPath: spec.stage}]}}]}`,
+			refs:   []string{"prod"},
+			want:   want{data: jsonObj(t, `{"db":{"size":"large"},"rank":2}`), selected: []string{"prod"}, refs: []string{"prod"}},
+		},
+		"IfNotPresentKeepsRefsInOrder": {
+			reason: "Kept references are merged in their recorded order.",
+			cfg:    `{policy: {resolve: IfNotPresent}, environmentConfigs: [{type: Selector, selector: {mode: Multiple, matchLabels: [{key: stage, type: Value, value: prod}]}}]}`,
+			refs:   []string{"prod", "base"},
+			want:   want{data: jsonObj(t, `{"region":"eu","db":{"size":"small","port":3306},"rank":2}`), selected: []string{"prod", "base"}, refs: []string{"prod", "base"}},
+		},
+		"IfNotPresentKeptRefMissing": {
+			reason: "A kept reference that no longer exists is unavailable, naming the XR's field.",
+			cfg:    `{environmentConfigs: [{ref: {name: base}}]}`,
+			refs:   []string{"gone"},
+			want:   want{err: `cannot build the environment: spec.environment.environmentConfigs: the composite resource's spec.environmentConfigRefs[0]: EnvironmentConfig "gone" does not exist`, class: ErrUnavailable},
+		},
+		"IfNotPresentKeptRefMissingOptional": {
+			reason: "With resolution Optional a kept reference that does not exist is skipped.",
+			cfg:    `{policy: {resolution: Optional}, environmentConfigs: [{ref: {name: base}}]}`,
+			refs:   []string{"gone", "base"},
+			want:   want{data: jsonObj(t, `{"region":"eu","db":{"size":"small","port":3306}}`), selected: []string{"base"}, refs: []string{"gone", "base"}},
+		},
+		"AlwaysSelectsAgain": {
+			reason: "Under resolve Always the selectors are evaluated on every render, whatever the XR recorded.",
+			cfg:    `{policy: {resolve: Always}, environmentConfigs: [{type: Selector, selector: {mode: Single, matchLabels: [{key: stage, valueFromFieldPath: spec.stage}]}}]}`,
+			refs:   []string{"prod"},
+			want:   want{err: "cannot build the environment: spec.environment.environmentConfigs[0]: selector in mode Single matches 2 EnvironmentConfigs (prod, prod-extra); want exactly one", class: ErrInvalid},
+		},
 		"ConfigWithoutData": {
 			reason: "A config without data adds nothing but counts as selected.",
 			cfg:    `{environmentConfigs: [{ref: {name: empty}}]}`,
-			want:   want{data: map[string]any{}, selected: []string{"empty"}},
+			want:   want{data: map[string]any{}, selected: []string{"empty"}, refs: []string{"empty"}},
 		},
 	}
 	for name, tc := range cases {
@@ -183,7 +216,7 @@ func TestBuildEnvironment(t *testing.T) {
 				c := fromYAML[v1.EnvironmentConfiguration](t, tc.cfg)
 				cfg = &c
 			}
-			got, err := buildEnvironment(cfg, fieldpath.Pave(jsonObj(t, xr)), configs)
+			got, err := buildEnvironment(cfg, fieldpath.Pave(jsonObj(t, xr)), configs, tc.refs)
 			if diff := cmp.Diff(tc.want.err, errString(err)); diff != "" {
 				t.Errorf("%s\n-want error, +got error:\n%s", tc.reason, diff)
 			}
@@ -199,6 +232,9 @@ func TestBuildEnvironment(t *testing.T) {
 			if diff := cmp.Diff(tc.want.selected, got.selected, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\n-want selected, +got:\n%s", tc.reason, diff)
 			}
+			if diff := cmp.Diff(tc.want.refs, got.refs, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\n-want refs, +got:\n%s", tc.reason, diff)
+			}
 		})
 	}
 }
@@ -206,7 +242,7 @@ func TestBuildEnvironment(t *testing.T) {
 func TestBuildEnvironmentDoesNotAliasConfigs(t *testing.T) {
 	c := envConfig(t, "base", nil, `{"db":{"size":"small"}}`)
 	cfg := fromYAML[v1.EnvironmentConfiguration](t, `{environmentConfigs: [{ref: {name: base}}]}`)
-	env, err := buildEnvironment(&cfg, fieldpath.Pave(map[string]any{}), []*unstructured.Unstructured{c})
+	env, err := buildEnvironment(&cfg, fieldpath.Pave(map[string]any{}), []*unstructured.Unstructured{c}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,6 +223,13 @@ func wantLegacyXRSchema() *extv1.JSONSchemaProps {
 					},
 					"publishConnectionDetailsTo": wantPublishConnectionDetailsTo(),
 					"reclaimPolicy":              wantReclaimPolicy(),
+					"environmentConfigRefs": {
+						Type: "array", XListType: ptr.To("atomic"),
+						Items: &extv1.JSONSchemaPropsOrArray{Schema: &extv1.JSONSchemaProps{
+							Type: "object", Required: []string{"apiVersion", "kind"},
+							Properties: map[string]extv1.JSONSchemaProps{"apiVersion": str("string"), "kind": str("string"), "name": str("string")},
+						}},
+					},
 				},
 			},
 			"status": {

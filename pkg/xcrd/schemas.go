@@ -46,6 +46,11 @@ const (
 	FieldCompositeDeletePolicy       = "compositeDeletePolicy"
 	FieldResourceRef                 = "resourceRef"
 
+	// FieldEnvironmentConfigRefs records, on LegacyCluster composite
+	// resources, the EnvironmentConfigs their Composition resolved (kept
+	// under the resolve policy IfNotPresent).
+	FieldEnvironmentConfigRefs = "environmentConfigRefs"
+
 	// FieldCrossplane is the spec (and status) field under which Namespaced
 	// and Cluster composite resources keep Crossplane's machinery.
 	FieldCrossplane = "crossplane"
@@ -250,6 +255,20 @@ func CompositeResourceSpecProps(s v1.CompositeResourceScope, defaultPolicy *v1.U
 	}
 	props[FieldPublishConnectionDetailsTo] = publishConnectionDetailsTo()
 	props[FieldReclaimPolicy] = reclaimPolicy()
+	props[FieldEnvironmentConfigRefs] = extv1.JSONSchemaProps{
+		Type: "array",
+		Items: &extv1.JSONSchemaPropsOrArray{Schema: &extv1.JSONSchemaProps{
+			Type: "object",
+			Properties: map[string]extv1.JSONSchemaProps{
+				"apiVersion": {Type: "string"},
+				"name":       {Type: "string"},
+				"kind":       {Type: "string"},
+			},
+			Required: []string{"apiVersion", "kind"},
+		}},
+		// The renderer replaces the whole list.
+		XListType: ptr.To("atomic"),
+	}
 	return props
 }
 

@@ -37,6 +37,14 @@ func (e *EnvironmentConfiguration) IsOptional() bool {
 	return e != nil && e.Policy != nil && e.Policy.Resolution != nil && *e.Policy.Resolution == ResolutionPolicyOptional
 }
 
+// ResolveAlways reports whether EnvironmentConfigs are selected on every
+// render (resolve policy Always), rather than kept once a composite resource
+// records them in spec.environmentConfigRefs (IfNotPresent, the default).
+// Safe on nil.
+func (e *EnvironmentConfiguration) ResolveAlways() bool {
+	return e != nil && e.Policy != nil && e.Policy.Resolve != nil && *e.Policy.Resolve == ResolvePolicyAlways
+}
+
 // A ResolvePolicy says when selected EnvironmentConfigs are resolved again.
 type ResolvePolicy string
 
@@ -62,9 +70,10 @@ const (
 
 // An EnvironmentPolicy configures how EnvironmentConfigs are resolved.
 type EnvironmentPolicy struct {
-	// Resolve says when to resolve again. Loom renders from the current
-	// EnvironmentConfigs on every render and watches them, so both values
-	// behave like Always.
+	// Resolve says when to select EnvironmentConfigs again. IfNotPresent
+	// (the default) selects them while the composite resource records none
+	// in spec.environmentConfigRefs, and then keeps those; Always selects
+	// them on every render.
 	// +optional
 	// +kubebuilder:validation:Enum=Always;IfNotPresent
 	Resolve *ResolvePolicy `json:"resolve,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -226,5 +227,24 @@ func TestPermanentAndWaiting(t *testing.T) {
 				t.Errorf("waiting(%v) = %v, want %v", tc.err, got, tc.waiting)
 			}
 		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	m := newMemo(16)
+	var got []time.Duration
+	for range 7 {
+		got = append(got, m.retryAfter("xr"))
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("retryAfter(): consecutive refused renders back off from 2s doubling to a minute: -want, +got:\n%s", diff)
+	}
+	if d := m.retryAfter("other"); d != 2*time.Second {
+		t.Errorf("retryAfter(other) = %s, want 2s: each XR backs off on its own", d)
+	}
+	m.forgetRetries("xr")
+	if d := m.retryAfter("xr"); d != 2*time.Second {
+		t.Errorf("retryAfter() after a render that succeeded = %s, want 2s", d)
 	}
 }

@@ -12,7 +12,9 @@
 // LIST), and reads revisions through a short-lived cache. It writes only what
 // changes, and at most once per object: one merge patch of the XR's spec
 // (selection refs and resourceRefs together, before any composed resource is
-// created, so that nothing can leak), one server-side apply per composed
+// created, so that nothing can leak, and with them whatever the patches of
+// a patch-and-transform render wrote to the XR's spec, labels and
+// annotations, which Crossplane persists too), one server-side apply per composed
 // resource whose applied fields differ from the cluster's (see package apply),
 // one delete per resource that left the Composition, and one server-side
 // apply of the XR's status whose content differs (conditions keep their
@@ -24,11 +26,15 @@
 // Every failure is reported on the XR's Synced condition with a message that
 // names the failing template, patch, step or resource and quotes the cause,
 // and as a Warning Event when the message is new. Invalid input (a patch
-// that cannot apply, an incompatible Composition, a fatal function result, an
-// apply the API server rejects as invalid) returns a permanent error: the
-// renderer waits for the input to change. Missing input (no compatible
+// that cannot apply, an incompatible Composition, a fatal function result)
+// returns a permanent error: the renderer waits for the input to change. Missing input (no compatible
 // Composition, no revision, a missing EnvironmentConfig) waits for the
 // change that brings it, which the watcher or the revision fan-out delivers.
+// A composed resource the API server refuses (invalid per its CRD's schema,
+// say) is the exception among invalid input: what fixes it may be no input
+// of the render (the CRD), so the render is requeued with a backoff of two
+// seconds doubling to a minute, while the XR's other resources are applied
+// and Synced names the refused one and the cause.
 // Anything else (the API server, a function that is unreachable) returns an
 // error that the bus retries with backoff.
 //
@@ -334,6 +340,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	if refs, change := resourceRefs(st, out, gc); change {
 		sel.patch[xcrd.FieldResourceRefs] = refs
 	}
+	if out.environmentRefs != nil {
+		sel.patch[xcrd.FieldEnvironmentConfigRefs] = out.environmentRefs
+	}
+	sel.writeBack = out.writeBack
 	if err := r.patchSpec(ctx, st, sel); err != nil {
 		return bus.Result{}, err
 	}
@@ -349,6 +359,18 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	r.emitResults(st, out)
 	result := bus.Result{RequeueAfter: out.requeueAfter}
 	if synced == nil {
+		r.memo.forgetRetries(st.xr.GetUID())
+		return result, nil
+	}
+	if permanent(applyErr) {
+		// The API server refused a composed resource. What fixes it may be
+		// no input of the render (a CRD's schema, an admission policy), so
+		// the render is retried with backoff rather than dead-lettered;
+		// Synced already names the resource and the cause.
+		retry := r.memo.retryAfter(st.xr.GetUID())
+		if result.RequeueAfter <= 0 || retry < result.RequeueAfter {
+			result.RequeueAfter = retry
+		}
 		return result, nil
 	}
 	if permanent(synced) {
@@ -485,10 +507,45 @@ type memo struct {
 	max     int
 	watches map[types.UID]string
 	results map[types.UID]string
+	retries map[types.UID]int
 }
 
 func newMemo(max int) *memo {
-	return &memo{max: max, watches: map[types.UID]string{}, results: map[types.UID]string{}}
+	return &memo{max: max, watches: map[types.UID]string{}, results: map[types.UID]string{}, retries: map[types.UID]int{}}
+}
+
+// Backoff of renders whose composed resources the API server refused:
+// firstRetry, doubling with each consecutive refused render, at most
+// maxRetry (Crossplane's controllers back off from one second to a minute).
+const (
+	firstRetry = 2 * time.Second
+	maxRetry   = time.Minute
+)
+
+// retryAfter returns how long to wait before rendering uid again after
+// another consecutive refused render, and counts it.
+func (m *memo) retryAfter(uid types.UID) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.retries[uid]
+	if !ok && len(m.retries) >= m.max {
+		m.retries = map[types.UID]int{}
+	}
+	m.retries[uid] = n + 1
+	d := firstRetry
+	for range n {
+		if d *= 2; d >= maxRetry {
+			return maxRetry
+		}
+	}
+	return d
+}
+
+// forgetRetries ends the backoff of uid: its render succeeded.
+func (m *memo) forgetRetries(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.retries, uid)
 }
 
 // watchesChanged reports whether key differs from what was last recorded
@@ -544,6 +601,7 @@ func (m *memo) forget(uid types.UID) {
 	defer m.mu.Unlock()
 	delete(m.watches, uid)
 	delete(m.results, uid)
+	delete(m.retries, uid)
 }
 
 // emitResults turns the function results of a render into Events, when they

@@ -3,6 +3,7 @@ package composite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/loomxr/loom/pkg/fieldpath"
 	"github.com/loomxr/loom/pkg/fn"
 	"github.com/loomxr/loom/pkg/watchreq"
+	"github.com/loomxr/loom/pkg/xcrd"
 )
 
 // EnvironmentConfigGVK is the kind Compositions select environments from, at
@@ -30,6 +32,13 @@ type rendered struct {
 	// status holds the XR status fields the render writes, by top-level
 	// field name.
 	status map[string]any
+	// environmentRefs, when not nil, are the EnvironmentConfig references
+	// the XR must record in spec.environmentConfigRefs (mode Resources).
+	environmentRefs []any
+	// writeBack is the merge patch of the XR's spec and metadata that the
+	// render's patches wrote (mode Resources; functions write only the
+	// status, as in Crossplane).
+	writeBack map[string]any
 	// conditions are further XR conditions (set by functions).
 	conditions []common.Condition
 	// claimConditionTypes are the condition types to copy to the claim.
@@ -87,13 +96,26 @@ type composed struct {
 // transform.
 func (r *Reconciler) renderResources(ctx context.Context, st *state, spec *v1.CompositionSpec, observed map[string]*unstructured.Unstructured) (*rendered, error) {
 	out := &rendered{}
-	envs, err := r.environment(ctx, st, spec.Environment, out)
+	recorded := recordedEnvironmentRefs(st, spec.Environment)
+	refs := recorded
+	if spec.Environment.ResolveAlways() {
+		refs = nil
+	}
+	envs, err := r.environment(ctx, st, spec.Environment, refs, out)
 	if err != nil {
 		return out, err
 	}
-	res, err := compose.Render(compose.Request{Composite: st.xr, Composition: spec, Observed: observed, EnvironmentConfigs: envs})
+	res, err := compose.Render(compose.Request{Composite: st.xr, Composition: spec, Observed: observed, EnvironmentConfigs: envs, EnvironmentConfigRefs: refs})
 	if err != nil {
 		return out, err
+	}
+	if st.xrd.GetScope().Legacy() && spec.Environment != nil && !slices.Equal(recorded, res.EnvironmentConfigRefs) {
+		out.environmentRefs = make([]any, 0, len(res.EnvironmentConfigRefs))
+		for _, n := range res.EnvironmentConfigRefs {
+			out.environmentRefs = append(out.environmentRefs, map[string]any{
+				"apiVersion": EnvironmentConfigGVK.GroupVersion().String(), "kind": EnvironmentConfigGVK.Kind, "name": n,
+			})
+		}
 	}
 	for i, rr := range res.Resources {
 		c := composed{name: rr.Name, desired: rr.Desired, observed: observed[rr.Name], ready: rr.Ready, message: rr.Reason, err: rr.Err}
@@ -113,6 +135,7 @@ func (r *Reconciler) renderResources(ctx context.Context, st *state, spec *v1.Co
 	}
 	out.errs = append(out.errs, res.Errors...)
 	out.status = r.compositeStatus(st, res.Composite)
+	out.writeBack = writeBack(st.xr, res.Composite)
 	return out, nil
 }
 
@@ -145,12 +168,49 @@ var machineryStatus = map[string]bool{
 	"loom": true, "watchedResourceRefs": true, "crossplane": true,
 }
 
+// recordedEnvironmentRefs returns the names of the EnvironmentConfigs the XR
+// recorded in spec.environmentConfigRefs, which it keeps under the resolve
+// policy IfNotPresent; nil when there are none, the Composition selects
+// none, or the XR's kind lacks the field (only LegacyCluster XRs have it).
+func recordedEnvironmentRefs(st *state, env *v1.EnvironmentConfiguration) []string {
+	if env == nil || len(env.EnvironmentConfigs) == 0 || !st.xrd.GetScope().Legacy() {
+		return nil
+	}
+	list, _, _ := unstructured.NestedSlice(st.xr.Object, st.path(xcrd.FieldEnvironmentConfigRefs)...)
+	var names []string
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			if n, _ := m["name"].(string); n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
 // environment reads the EnvironmentConfigs a Composition's spec.environment
 // may select, and adds the watches that re-render the XR when they change:
-// by name for references, by the resolved labels for selectors.
-func (r *Reconciler) environment(ctx context.Context, st *state, env *v1.EnvironmentConfiguration, out *rendered) ([]*unstructured.Unstructured, error) {
+// by name for references, by the resolved labels for selectors. When the XR
+// keeps the EnvironmentConfigs it resolved before (refs), it reads and
+// watches those by name.
+func (r *Reconciler) environment(ctx context.Context, st *state, env *v1.EnvironmentConfiguration, refs []string, out *rendered) ([]*unstructured.Unstructured, error) {
 	if env == nil || len(env.EnvironmentConfigs) == 0 {
 		return nil, nil
+	}
+	if len(refs) > 0 {
+		var configs []*unstructured.Unstructured
+		for _, name := range refs {
+			out.watches = append(out.watches, watchreq.Request{APIVersion: EnvironmentConfigGVK.GroupVersion().String(), Kind: EnvironmentConfigGVK.Kind, Name: name})
+			u, err := r.client.Get(ctx, EnvironmentConfigGVK, "", name)
+			if kerrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("cannot get EnvironmentConfig %q: %w", name, err)
+			}
+			configs = append(configs, u)
+		}
+		return configs, nil
 	}
 	var configs []*unstructured.Unstructured
 	listed := false

@@ -27,6 +27,9 @@ type selection struct {
 	// patch holds the machinery fields to write, keyed by field name
 	// (relative to the XR's machinery path).
 	patch map[string]any
+	// writeBack is the merge patch of what the render's patches wrote to
+	// the XR's spec and metadata (see writeBack); nil when nothing.
+	writeBack map[string]any
 	// selectedBy says how the renderer chose the Composition just now,
 	// when it chose among several (for an Event).
 	selectedBy string

@@ -15,17 +15,26 @@ import (
 )
 
 // patchSpec writes the machinery fields the render decided (selection refs,
-// resourceRefs, the default connection Secret reference) with one merge
-// patch, if there are any, and continues with the patched XR.
+// resourceRefs, the default connection Secret reference) and what the
+// render's patches wrote to the XR's spec and metadata (sel.writeBack) with
+// one merge patch, if there are any, and continues with the patched XR. The
+// machinery fields win over patches that write them.
 func (r *Reconciler) patchSpec(ctx context.Context, st *state, sel *selection) error {
-	if len(sel.patch) == 0 {
+	if len(sel.patch) == 0 && len(sel.writeBack) == 0 {
 		return nil
 	}
-	var body any = sel.patch
-	for i := len(st.machinery) - 1; i >= 0; i-- {
-		body = map[string]any{st.machinery[i]: body}
+	body := map[string]any{}
+	if len(sel.writeBack) > 0 {
+		mergeInto(body, sel.writeBack)
 	}
-	u, err := r.client.MergePatch(ctx, st.xr.GroupVersionKind(), st.xr.GetNamespace(), st.xr.GetName(), body.(map[string]any)) //nolint:forcetypeassert // Built above.
+	if len(sel.patch) > 0 {
+		var machinery any = sel.patch
+		for i := len(st.machinery) - 1; i >= 0; i-- {
+			machinery = map[string]any{st.machinery[i]: machinery}
+		}
+		mergeInto(body, machinery.(map[string]any)) //nolint:forcetypeassert // Built above.
+	}
+	u, err := r.client.MergePatch(ctx, st.xr.GroupVersionKind(), st.xr.GetNamespace(), st.xr.GetName(), body)
 	if err != nil {
 		return fmt.Errorf("cannot update spec of %s %q: %w", st.xr.GetKind(), st.xr.GetName(), err)
 	}
@@ -35,6 +44,7 @@ func (r *Reconciler) patchSpec(ctx context.Context, st *state, sel *selection) e
 	}
 	st.xr = u
 	sel.patch = map[string]any{}
+	sel.writeBack = nil
 	return nil
 }
 

@@ -71,7 +71,14 @@
 //
 // A kind may play several roles (an XR composed by another XR is both an XR
 // and a composed resource); its deliveries are the union, one per service and
-// target.
+// target. Such a nested XR is the one object whose renderer writes are news
+// to the renderer: its parent's render writes its spec and metadata, which
+// its own render has yet to see, and its own render writes the status its
+// parent reads (readiness, patchable fields). So the renderer hears of the
+// renderer's writes of a nested XR, for itself (any change but of the status
+// alone) and for its parent (a change of the Ready condition's status or of
+// the patchable status). A plain composed resource's writes by the renderer
+// still do not go back to it.
 package route
 
 import (
@@ -243,8 +250,16 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 	if roles.Has(RoleReferenceRule) {
 		add("reference rule changed", self, Binder)
 	}
+	nested := roles.Has(RoleXR|RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite)
 	if roles.Has(RoleXR) {
 		switch {
+		case !o.StatusOnly && nested:
+			// The renderer's write of a nested XR is its parent's render
+			// (or the nested XR's own machinery patch, which costs a
+			// reconcile that writes nothing): the nested XR's render has
+			// yet to see it.
+			add("composite resource changed", self, Renderer)
+			deliver(false, true, "composite resource changed", self, Secrets, Binder)
 		case !o.StatusOnly:
 			deliver(false, true, "composite resource changed", self, Renderer, Secrets, Binder)
 		default:
@@ -279,6 +294,12 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {
 		xr := controllerTarget(o, l)
 		switch {
+		case o.StatusOnly && nested && o.StatusChanged&(object.StatusReady|object.StatusPatchable) != 0:
+			// The renderer wrote the nested XR's status in the nested
+			// XR's render; its parent reads readiness and patchable
+			// fields from it.
+			add("composed resource status changed", xr, Renderer)
+			deliver(false, true, "composed resource status changed", xr, Binder, Secrets)
 		case o.StatusOnly:
 			// Not urgent: the watcher cannot tell a composed resource
 			// turning Ready from one whose status never settles, and a

@@ -425,6 +425,101 @@ func TestRoute(t *testing.T) {
 				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
 			},
 		},
+		"NestedXRByRenderer": {
+			reason: "The renderer's write of a nested XR's spec (its parent's render) goes to the renderer for the nested XR, not for the parent (its own composed-resource write).",
+			o: with(obj(gvkXR, "", "child", "child-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: xr.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
+				o.Writers = []string{"loom-renderer"}
+			}),
+			roles: RoleXR | RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"NestedXRCreatedByRenderer": {
+			reason: "The renderer's creation of a nested XR goes to the renderer for the nested XR and for its parent.",
+			o: with(obj(gvkXR, "", "child", "child-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: xr.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
+				o.Writers = []string{"loom-renderer"}
+				o.Created = true
+			}),
+			roles: RoleXR | RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"NestedXRReadyByRenderer": {
+			reason: "The renderer's write of a nested XR's readiness goes to the renderer for its parent, as to the parent's binder and secrets.",
+			o: with(obj(gvkXR, "", "child", "child-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: xr.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
+				o.Writers = []string{"loom-renderer"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusReady
+			}),
+			roles: RoleXR | RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource readiness changed", Urgent: true},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"NestedXRPatchableStatusByRenderer": {
+			reason: "The renderer's write of a nested XR's patchable status goes to the renderer for itself and for its parent.",
+			o: with(obj(gvkXR, "", "child", "child-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: xr.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
+				o.Writers = []string{"loom-renderer"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusPatchable
+			}),
+			roles: RoleXR | RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"NestedXRMachineryStatusByRenderer": {
+			reason: "The renderer's write of a nested XR's machinery status alone (Synced, the summary) does not go back to the renderer.",
+			o: with(obj(gvkXR, "", "child", "child-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: xr.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
+				o.Writers = []string{"loom-renderer"}
+				o.StatusOnly = true
+			}),
+			roles: RoleXR | RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedStatusByRenderer": {
+			reason: "A plain composed resource's status the renderer alone wrote does not go back to the renderer.",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"loom-renderer"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusAll
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
 		"NoRoles": {
 			reason: "An object whose kind plays no role goes nowhere.",
 			o:      nop,
