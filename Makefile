@@ -12,7 +12,7 @@ ROOT     := $(CURDIR)
 BIN      := $(ROOT)/bin
 CACHE    := $(ROOT)/.cache
 TOOLS    := $(CACHE)/tools
-MODULES  := proto pkg services/watcher services/renderer services/binder services/secrets cmd/loomctl e2e tools
+MODULES  := proto pkg services/watcher services/renderer services/binder services/secrets services/rbac-manager cmd/loomctl e2e tools
 
 # Kubernetes release the local control plane is built from (tools/go.mod pins it).
 K8S_VERSION  := v1.35.4
@@ -22,7 +22,7 @@ CONTROL_PLANE := $(K8S_BIN)/kube-apiserver $(K8S_BIN)/kube-controller-manager $(
 KUBECTL       := $(K8S_BIN)/kubectl
 
 # Binaries of Loom itself and of the test provider.
-SERVICES := watcher renderer binder secrets
+SERVICES := watcher renderer binder secrets rbac-manager
 LOOM_BINS := $(addprefix $(BIN)/,$(SERVICES)) $(BIN)/loomctl $(BIN)/provider-nop
 
 export LOOM_BIN_DIR := $(BIN)
