@@ -60,8 +60,8 @@ func TestRules(t *testing.T) {
 	noClaim := empty()
 	noClaim[Watcher] = []rbacv1.PolicyRule{rule("b.org", rwatch, "xbuckets")}
 	noClaim[Binder] = []rbacv1.PolicyRule{
-		rule("b.org", []string{"get", "patch"}, "xbuckets/status"),
 		rule("b.org", []string{"get", "create", "patch", "delete"}, "xbuckets"),
+		rule("b.org", []string{"get", "patch"}, "xbuckets/status"),
 	}
 	noClaim[Renderer] = []rbacv1.PolicyRule{
 		rule("b.org", []string{"get", "list", "patch", "delete"}, "xbuckets"),
