@@ -159,9 +159,12 @@ func chartEnv(c corev1.Container) map[string]corev1.EnvVar {
 func TestChartDefaults(t *testing.T) {
 	objs := renderChart(t)
 	svcNames := []string{"loom-binder", "loom-renderer", "loom-secrets", "loom-watcher"}
+	// The RBAC manager has a Deployment and a ServiceAccount, and no Service
+	// or disruption budget (one replica, no traffic).
+	withManager := []string{"loom-binder", "loom-rbac-manager", "loom-renderer", "loom-secrets", "loom-watcher"}
 	for kind, want := range map[string][]string{
-		"Deployment":          svcNames,
-		"ServiceAccount":      svcNames,
+		"Deployment":          withManager,
+		"ServiceAccount":      withManager,
 		"Service":             svcNames,
 		"PodDisruptionBudget": svcNames,
 		"ConfigMap":           {"loom-dashboard"},
@@ -524,7 +527,7 @@ func TestChartRBAC(t *testing.T) {
 		}
 	}
 
-	for _, s := range chartServices {
+	for _, s := range append(slices.Clone(chartServices), "rbac-manager") {
 		t.Run(s, func(t *testing.T) {
 			// The file's roles, installed as they are and bound to the service.
 			var want []string
@@ -623,10 +626,13 @@ func chartEffectiveRules(all map[string]rbacv1.ClusterRole, r rbacv1.ClusterRole
 	return out
 }
 
-// TestChartRBACOptions checks the opt-in RBAC: extra files installed without
-// bindings, and the renderer's right to manage the ClusterRoles of XRDs.
+// TestChartRBACOptions checks the opt-in RBAC (extra files installed
+// without bindings) and the RBAC manager: on by default, the only identity
+// with escalate, and that only on the ClusterRoles whose rules it keeps,
+// which the chart installs with no rules; off on request, with nothing of
+// it left.
 func TestChartRBACOptions(t *testing.T) {
-	objs := renderChart(t, "--set", "rbac.extraFiles={renderer-aggregate-example}", "--set", "rbac.manageXRDRoles=true")
+	objs := renderChart(t, "--set", "rbac.extraFiles={renderer-aggregate-example}")
 	var example rbacv1.ClusterRole
 	chartFind(t, objs, "ClusterRole", "loom:renderer:example", &example)
 	if example.Labels["loom.dev/aggregate-to-renderer"] != "true" {
@@ -637,17 +643,85 @@ func TestChartRBACOptions(t *testing.T) {
 			t.Errorf("an extra file's role is bound to a service account; it should only aggregate")
 		}
 	}
-	var manage rbacv1.ClusterRole
-	chartFind(t, objs, "ClusterRole", "loom:renderer:manage-rbac", &manage)
+
+	// The roles the RBAC manager keeps: installed, labelled, empty, unbound.
+	var kept []string
+	for _, f := range chartRBACFile(t, "xrd-roles") {
+		kept = append(kept, f.GetName())
+		var r rbacv1.ClusterRole
+		chartFind(t, objs, "ClusterRole", f.GetName(), &r)
+		if len(r.Rules) > 0 {
+			t.Errorf("ClusterRole %s is installed with rules %v; the RBAC manager owns them", r.Name, r.Rules)
+		}
+		for k, v := range f.GetLabels() {
+			if r.Labels[k] != v {
+				t.Errorf("ClusterRole %s lost label %s=%s", r.Name, k, v)
+			}
+		}
+		for _, o := range objs {
+			if o.GetKind() == "ClusterRoleBinding" && o.GetName() == r.Name {
+				t.Errorf("ClusterRole %s is bound; it should only aggregate", r.Name)
+			}
+		}
+	}
+	if len(kept) != 6 {
+		t.Errorf("files/rbac/xrd-roles.yaml holds %d ClusterRoles, want 6: %v", len(kept), kept)
+	}
+	// Escalate and bind: the RBAC manager alone, escalate only on those
+	// names, never bind.
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" {
+			continue
+		}
+		var r rbacv1.ClusterRole
+		chartFind(t, objs, "ClusterRole", o.GetName(), &r)
+		for _, rule := range r.Rules {
+			for _, v := range []string{"escalate", "bind", "*"} {
+				if !slices.Contains(rule.Verbs, v) || !slices.Contains(rule.APIGroups, "rbac.authorization.k8s.io") {
+					continue
+				}
+				if r.Name != "loom-rbac-manager" || v != "escalate" {
+					t.Errorf("ClusterRole %s grants %s on %v", r.Name, v, rule.Resources)
+					continue
+				}
+				got := slices.Sorted(slices.Values(rule.ResourceNames))
+				if diff := cmp.Diff(slices.Sorted(slices.Values(kept)), got); diff != "" {
+					t.Errorf("the RBAC manager may escalate on: -want, +got:\n%s", diff)
+				}
+			}
+		}
+	}
 	var b rbacv1.ClusterRoleBinding
-	chartFind(t, objs, "ClusterRoleBinding", "loom:renderer:manage-rbac", &b)
-	if len(b.Subjects) != 1 || b.Subjects[0].Name != "loom-renderer" {
-		t.Errorf("loom:renderer:manage-rbac is bound to %v, want loom-renderer only", b.Subjects)
+	chartFind(t, objs, "ClusterRoleBinding", "loom-rbac-manager", &b)
+	if len(b.Subjects) != 1 || b.Subjects[0].Name != "loom-rbac-manager" || b.RoleRef.Name != "loom-rbac-manager" {
+		t.Errorf("loom-rbac-manager is bound to %v (role %s), want ClusterRole loom-rbac-manager for ServiceAccount loom-rbac-manager only", b.Subjects, b.RoleRef.Name)
 	}
 	var d appsv1.Deployment
-	chartFind(t, objs, "Deployment", "loom-renderer", &d)
-	if chartEnv(chartContainer(t, &d))["LOOM_RENDERER_MANAGE_RBAC"].Value != "true" {
-		t.Errorf("the renderer is not started with LOOM_RENDERER_MANAGE_RBAC=true")
+	chartFind(t, objs, "Deployment", "loom-rbac-manager", &d)
+	if d.Spec.Template.Spec.ServiceAccountName != "loom-rbac-manager" {
+		t.Errorf("the RBAC manager runs as %q, want loom-rbac-manager", d.Spec.Template.Spec.ServiceAccountName)
+	}
+	chartCheckSecurity(t, d.Spec.Template.Spec)
+	c := chartContainer(t, &d)
+	if c.Image != "ghcr.io/loomxr/loom-rbac-manager:0.1.0" {
+		t.Errorf("the RBAC manager's image is %q, want ghcr.io/loomxr/loom-rbac-manager:0.1.0", c.Image)
+	}
+	env := chartEnv(c)
+	if _, ok := env["LOOM_NAMESPACE"]; !ok {
+		t.Errorf("the RBAC manager is not told its namespace (LOOM_NAMESPACE), where the watcher's ServiceAccount is")
+	}
+	for k := range env {
+		if strings.HasPrefix(k, "LOOM_NATS_") {
+			t.Errorf("the RBAC manager, which does not use NATS, gets %s", k)
+		}
+	}
+
+	// Disabled: no Deployment, ServiceAccount or role of it.
+	objs = renderChart(t, "--set", "rbacManager.enabled=false")
+	for _, o := range objs {
+		if o.GetLabels()["app.kubernetes.io/component"] == "rbac-manager" || slices.Contains(kept, o.GetName()) {
+			t.Errorf("rbacManager.enabled=false renders %s %s", o.GetKind(), o.GetName())
+		}
 	}
 
 	// Without rbac.create, no RBAC at all; a disabled service gets nothing.

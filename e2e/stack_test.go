@@ -86,7 +86,7 @@ func devMissing(procs []string, names ...string) []string {
 }
 
 // devEveryProcess is what a stack with the default services runs.
-var devEveryProcess = []string{"etcd", "kube-apiserver", "kube-controller-manager", "watcher", "renderer", "binder", "secrets", "provider-nop"}
+var devEveryProcess = []string{"etcd", "kube-apiserver", "kube-controller-manager", "watcher", "renderer", "binder", "secrets", "rbac-manager", "provider-nop"}
 
 // dev up --detach with the repository's examples: it returns only once every
 // example claim is Ready, so this is what `make run` promises a newcomer.

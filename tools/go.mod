@@ -8,6 +8,7 @@ replace (
 	github.com/loomxr/loom/pkg => ../pkg
 	github.com/loomxr/loom/proto => ../proto
 	github.com/loomxr/loom/services/binder => ../services/binder
+	github.com/loomxr/loom/services/rbac-manager => ../services/rbac-manager
 	github.com/loomxr/loom/services/renderer => ../services/renderer
 	github.com/loomxr/loom/services/secrets => ../services/secrets
 	github.com/loomxr/loom/services/watcher => ../services/watcher

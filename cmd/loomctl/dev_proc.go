@@ -14,7 +14,7 @@ import (
 // mention the state folder.
 var stackProgramNames = map[string]bool{
 	"etcd": true, "kube-apiserver": true, "kube-controller-manager": true,
-	"watcher": true, "renderer": true, "binder": true, "secrets": true,
+	"watcher": true, "renderer": true, "binder": true, "secrets": true, "rbac-manager": true,
 	"provider-nop": true, "loomctl": true,
 }
 

@@ -103,6 +103,11 @@ type Config struct {
 	// env LOOM_NATS_TLS_CERT, LOOM_NATS_TLS_KEY.
 	NATSTLSCert string
 	NATSTLSKey  string
+
+	// NoNATS leaves Runtime.NATS nil: the process does not use the bus
+	// (MainWithoutBus sets it). The NATS flags are still accepted, so that
+	// the local stack and the chart can start every Loom process alike.
+	NoNATS bool
 }
 
 // RegisterFlags binds c to fs, with defaults taken from the environment
@@ -307,6 +312,9 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 	rc.Wrap(telemetry.WrapTransport)
 	rt.REST = rc
 
+	if cfg.NoNATS {
+		return rt, rt.serveHealth(cfg)
+	}
 	natsOpts, err := cfg.NATSOptions(name)
 	if err != nil {
 		return nil, err
@@ -347,7 +355,15 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 		}
 		return nil
 	})
+	if err := rt.serveHealth(cfg); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
 
+// serveHealth starts the health and metrics endpoints Config asks for; on
+// failure it closes rt.
+func (rt *Runtime) serveHealth(cfg Config) error {
 	if cfg.HealthAddr != "" {
 		h := rt.Handler()
 		if cfg.Pprof {
@@ -362,7 +378,7 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 		}
 		if err := rt.serve(cfg.HealthAddr, h); err != nil {
 			_ = rt.Close(context.Background())
-			return nil, err
+			return err
 		}
 	}
 	if cfg.MetricsAddr != "" {
@@ -370,10 +386,10 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 		mux.Handle("GET /metrics", telemetry.Handler())
 		if err := rt.serve(cfg.MetricsAddr, mux); err != nil {
 			_ = rt.Close(context.Background())
-			return nil, err
+			return err
 		}
 	}
-	return rt, nil
+	return nil
 }
 
 func (rt *Runtime) serve(addr string, h http.Handler) error {
@@ -438,10 +454,22 @@ func Main(name string, run RunFunc, extraFlags func(*flag.FlagSet)) {
 	os.Exit(main(name, run, extraFlags, os.Args[1:], os.LookupEnv, os.Stderr))
 }
 
-func main(name string, run RunFunc, extraFlags func(*flag.FlagSet), args []string, lookup func(string) (string, bool), out io.Writer) int {
+// MainWithoutBus is Main for a process that does not use NATS (the RBAC
+// manager): Runtime.NATS is nil and readiness does not wait for a
+// connection. The NATS flags are accepted and ignored.
+func MainWithoutBus(name string, run RunFunc, extraFlags func(*flag.FlagSet)) {
+	os.Exit(main(name, run, extraFlags, os.Args[1:], os.LookupEnv, os.Stderr, Config{NoNATS: true}))
+}
+
+// main runs a process; base supplies the fields of Config that no flag
+// sets (NoNATS).
+func main(name string, run RunFunc, extraFlags func(*flag.FlagSet), args []string, lookup func(string) (string, bool), out io.Writer, base ...Config) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	var cfg Config
+	if len(base) > 0 {
+		cfg = base[0]
+	}
 	cfg.RegisterFlags(fs, lookup)
 	if extraFlags != nil {
 		extraFlags(fs)

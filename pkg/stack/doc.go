@@ -53,7 +53,8 @@
 // # Processes
 //
 // Every entry of Options.Services is a binary <BinDir>/<name> (the four
-// Loom services and provider-nop, the test provider). The stack runs
+// Loom services, rbac-manager, and provider-nop, the test provider; the
+// last two accept the NATS flags and ignore them). The stack runs
 // Options.Replicas[name] replicas (default 1) of each, as
 //
 //	<BinDir>/<name> --kubeconfig=<StateDir>/kubeconfigs/loom-<name>.kubeconfig \

@@ -34,11 +34,11 @@
 // RBAC. The renderer's role is exact (deploy/helm/loom/files/rbac/
 // renderer.yaml): Secrets get only, CRDs create/update/patch/delete, no
 // watch or list of composed kinds. Its rights on XR, claim and composed
-// kinds come from ClusterRoles labelled loom.dev/aggregate-to-renderer that
-// installers add. The renderer can write per-XRD aggregated roles for all
-// four services itself (--manage-rbac) only if it is also given the
-// escalate verb, which would let it grant itself anything, so that is off
-// by default.
+// kinds come from ClusterRoles labelled loom.dev/aggregate-to-renderer: the
+// RBAC manager (services/rbac-manager) writes those of every XRD's kinds,
+// providers' installers those of composed kinds. The renderer never writes
+// RBAC: that would need the escalate verb, which would let it grant itself
+// anything.
 //
 // Service accounts. An XRD may name a ServiceAccount (spec.serviceAccountRef);
 // the renderer then creates, updates and deletes the composed resources of
@@ -131,7 +131,6 @@ type flags struct {
 	revisionTTL    time.Duration
 	functionTTL    time.Duration
 	functionTimout time.Duration
-	manageRBAC     bool
 	apiReport      time.Duration
 	// secretsEndpoint and secrets say how to reach the secrets service.
 	secretsEndpoint string
@@ -157,8 +156,6 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"how long a loom.dev Function's endpoint and TLS material are cached (env LOOM_RENDERER_FUNCTION_TTL)")
 	fs.DurationVar(&f.functionTimout, "function-timeout", service.EnvDuration("LOOM_RENDERER_FUNCTION_TIMEOUT", fn.DefaultTimeout),
 		"timeout of one function call unless its Function sets one (env LOOM_RENDERER_FUNCTION_TIMEOUT)")
-	fs.BoolVar(&f.manageRBAC, "manage-rbac", service.EnvBool("LOOM_RENDERER_MANAGE_RBAC", false),
-		"apply, for each XRD, the ClusterRoles that give Loom's services their rights on its XR and claim kinds; needs the escalate verb on clusterroles (env LOOM_RENDERER_MANAGE_RBAC)")
 	fs.DurationVar(&f.apiReport, "api-report", service.EnvDuration("LOOM_RENDERER_API_REPORT", time.Minute),
 		"how often to log the number of API requests made so far, when it changed; 0 disables (env LOOM_RENDERER_API_REPORT)")
 	fs.StringVar(&f.secretsEndpoint, "secrets-endpoint", os.Getenv("LOOM_RENDERER_SECRETS_ENDPOINT"),
@@ -280,7 +277,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 
 	h := route.NewHandler(index,
 		definition.NewReconciler(client, index,
-			definition.WithRecorder(rec), definition.WithLogger(rt.Log), definition.WithAggregatedRoles(f.manageRBAC)),
+			definition.WithRecorder(rec), definition.WithLogger(rt.Log)),
 		revision.NewReconciler(client, store, index, pub,
 			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource("renderer/"+rt.Config.ReplicaID)),
 		composite.NewReconciler(client, index, store, copts...),

@@ -69,7 +69,6 @@ type Reconciler struct {
 	index  *Index
 	rec    event.Recorder
 	log    *slog.Logger
-	rbac   bool
 }
 
 // An Option configures a Reconciler.
@@ -80,13 +79,6 @@ func WithRecorder(r event.Recorder) Option { return func(rc *Reconciler) { rc.re
 
 // WithLogger sets the logger (default: slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(rc *Reconciler) { rc.log = l } }
-
-// WithAggregatedRoles makes the reconciler apply, for each XRD, the
-// ClusterRoles that give Loom's services their rights on the XRD's XR and
-// claim kinds (see Roles). The renderer's own RBAC must then allow it: the
-// escalate verb on clusterroles, or holding every right the roles grant.
-// Off by default; installers add those ClusterRoles instead.
-func WithAggregatedRoles(on bool) Option { return func(rc *Reconciler) { rc.rbac = on } }
 
 // NewReconciler returns a Reconciler. index, if not nil, is invalidated
 // whenever an XRD is reconciled.
@@ -169,11 +161,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 			want = append(want, v1.WatchingClaim())
 		}
 		established = established && claimEstablished
-	}
-	if r.rbac {
-		if err := r.applyRoles(ctx, xrd); err != nil {
-			return bus.Result{}, err
-		}
 	}
 	if _, err := r.setStatus(ctx, u, xrd, want); err != nil {
 		return bus.Result{}, err
