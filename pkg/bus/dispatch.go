@@ -19,30 +19,64 @@ import (
 // maxLinks bounds the trace links a handling span keeps to folded events.
 const maxLinks = 32
 
-// target is the state of a target being handled in this partition.
+// targetState is where a target of a partition is: waiting for a handler
+// slot, deferred by its guard (backoff or budget), running, or abandoned
+// because the partition stopped taking work.
+type targetState int
+
+const (
+	stateNew targetState = iota
+	stateWaiting
+	stateDeferred
+	stateRunning
+	stateAbandoned
+)
+
+// target is the state of a target of this partition from its first event
+// until its handling ends. Its fields are guarded by the lease's mutex.
 type target struct {
-	held   *pending // the newest event that arrived meanwhile, not yet handled
-	folded int      // older events that held superseded
-	links  []trace.Link
-	// upgrade is closed when an urgent event arrives while the target
-	// waits for a handler slot, making the wait urgent too.
-	upgrade  chan struct{}
-	upgraded bool
+	uid   string
+	key   string // the tenant key its requests queue under
+	kind  string
+	state targetState
+	// pm is the event it waits with while waiting or deferred; nil while
+	// running (the handling goroutine holds it).
+	pm     *pending
+	urgent bool         // an urgent event came for it: wait in the urgent lane
+	room   int          // the lane whose look-ahead room it holds, or -1
+	entry  *entry       // its place in the scheduler, while waiting
+	timer  *time.Timer  // while deferred
+	held   *pending     // the newest event that arrived meanwhile, not yet handled
+	folded int          // older events that held superseded
+	links  []trace.Link // of the folded events
 }
 
 // isUrgent reports whether a message came through a partition's urgent lane.
 func isUrgent(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), "."+urgentToken) }
+
+// laneIndex is the index of a partition lane's look-ahead room: 0 urgent, 1
+// the other.
+func laneIndex(msg jetstream.Msg) int {
+	if isUrgent(msg) {
+		return 0
+	}
+	return 1
+}
 
 // pending is a received message with its decoded request.
 type pending struct {
 	msg   jetstream.Msg
 	req   Request
 	seq   uint64
+	at    time.Time         // when it was received
 	trace trace.SpanContext // the handling span, once handled
 }
 
-// onMsg receives every message of the partition. It returns at once unless
-// the replica's handler slots are all busy, which holds back further pulls.
+// onMsg receives every message of the partition. A message for a target
+// that is already waiting or running is folded into it; otherwise the
+// target waits for a handler slot in the scheduler. onMsg returns at once
+// unless the lane already has WithLookahead targets waiting, which holds
+// back further pulls of the lane.
 func (l *lease) onMsg(msg jetstream.Msg) {
 	w := l.w
 	if l.stopping() {
@@ -55,7 +89,7 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		w.log.Info("dropping message without JetStream metadata", "subject", msg.Subject(), "error", err)
 		return
 	}
-	pm := &pending{msg: msg, seq: meta.Sequence.Stream}
+	pm := &pending{msg: msg, seq: meta.Sequence.Stream, at: time.Now()}
 	delivery := int(meta.NumDelivered)
 	if nb := notBefore(msg.Headers()); !nb.IsZero() {
 		if wait := time.Until(nb); wait > 0 {
@@ -78,43 +112,223 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		return
 	}
 
+	if l.foldInto(pm) {
+		return
+	}
+	room := laneIndex(msg)
+	if !l.reserve(room) {
+		_ = msg.Nak()
+		return
+	}
 	uid := tgt.GetUid()
 	l.mu.Lock()
 	if l.stopping() {
 		l.mu.Unlock()
+		l.unreserve(room)
 		_ = msg.Nak()
 		return
 	}
 	if t := l.targets[uid]; t != nil {
-		l.fold(t, pm)
+		// The other lane brought an event for it meanwhile.
 		l.mu.Unlock()
+		l.unreserve(room)
+		l.foldInto(pm)
 		return
 	}
-	t := &target{upgrade: make(chan struct{})}
+	t := &target{uid: uid, key: w.fairKey(pm.req), kind: tgt.GetKind(), pm: pm, urgent: isUrgent(msg), room: room}
 	l.targets[uid] = t
 	l.handlers.Add(1)
 	l.mu.Unlock()
-
-	if !w.slots.acquire(isUrgent(msg), l.quit, t.upgrade) {
-		l.mu.Lock()
-		delete(l.targets, uid)
-		held := t.held
-		l.mu.Unlock()
-		_ = msg.Nak()
-		if held != nil {
-			_ = held.msg.Nak()
-		}
-		l.handlers.Done()
-		return
-	}
-	go l.handle(uid, t, pm)
+	l.schedule(t)
 }
 
-// fold records pm as the newest event of a target being handled. The caller
-// holds l.mu.
+// foldInto folds pm into its target if the target is waiting or running,
+// and reports whether it did.
+func (l *lease) foldInto(pm *pending) bool {
+	l.mu.Lock()
+	t := l.targets[pm.req.Target.GetUid()]
+	if t == nil || l.stopping() {
+		l.mu.Unlock()
+		return false
+	}
+	l.fold(t, pm)
+	var up *entry
+	if t.urgent && t.state == stateWaiting {
+		up = t.entry
+	}
+	l.mu.Unlock()
+	if up != nil {
+		l.w.sched.upgrade(up)
+	}
+	return true
+}
+
+// reserve takes look-ahead room in a lane, waiting while the lane has
+// WithLookahead targets waiting; it returns false if the partition stops
+// taking work first.
+func (l *lease) reserve(room int) bool {
+	select {
+	case l.room[room] <- struct{}{}:
+		return true
+	case <-l.quit:
+		return false
+	}
+}
+
+func (l *lease) unreserve(room int) { <-l.room[room] }
+
+// freeRoom gives back the look-ahead room t holds, if any. The caller holds
+// l.mu.
+func (l *lease) freeRoom(t *target) {
+	if t.room >= 0 {
+		l.unreserve(t.room)
+		t.room = -1
+	}
+}
+
+// schedule sends a target that holds an event (t.pm) and no slot to the
+// scheduler, or defers it while its guard says so. The caller owns t: it
+// is neither waiting, deferred nor running.
+func (l *lease) schedule(t *target) {
+	w := l.w
+	d, reason := w.guard.delay(t.uid)
+	l.mu.Lock()
+	if l.stopping() {
+		l.mu.Unlock()
+		l.abandon(t)
+		return
+	}
+	if d > 0 {
+		t.state = stateDeferred
+		l.freeRoom(t)
+		t.timer = time.AfterFunc(d, func() { l.wake(t) })
+		l.mu.Unlock()
+		w.metrics.throttled(w.service, t.kind, reason)
+		return
+	}
+	ln := laneNormal
+	switch {
+	case w.guard.suspect(t.uid):
+		ln = laneQuarantine
+	case t.urgent:
+		ln = laneUrgent
+	}
+	t.state = stateWaiting
+	t.entry = &entry{key: t.key, lane: ln, start: func(p pool) { l.start(t, p) }}
+	e := t.entry
+	l.mu.Unlock()
+	w.sched.add(e)
+}
+
+// wake schedules a deferred target whose wait is over.
+func (l *lease) wake(t *target) {
+	l.mu.Lock()
+	if t.state != stateDeferred {
+		l.mu.Unlock()
+		return
+	}
+	t.state = stateNew
+	t.timer = nil
+	l.mu.Unlock()
+	l.schedule(t)
+}
+
+// start runs a waiting target in the slot of pool p it was granted.
+func (l *lease) start(t *target, p pool) {
+	l.mu.Lock()
+	if t.state != stateWaiting {
+		// Abandoned meanwhile: hand the slot on.
+		l.mu.Unlock()
+		l.w.sched.release(p)
+		return
+	}
+	t.state = stateRunning
+	t.entry = nil
+	l.freeRoom(t)
+	pm := t.pm
+	t.pm = nil
+	l.mu.Unlock()
+	go l.handle(t, pm, p)
+}
+
+// abandon gives a target's events back (Nak) for whoever owns the partition
+// next, and forgets the target. The caller owns t and does not hold l.mu.
+func (l *lease) abandon(t *target) {
+	l.mu.Lock()
+	t.state = stateAbandoned
+	if l.targets[t.uid] == t {
+		delete(l.targets, t.uid)
+	}
+	l.freeRoom(t)
+	pm, held := t.pm, t.held
+	t.pm, t.held = nil, nil
+	l.mu.Unlock()
+	if pm != nil {
+		_ = pm.msg.Nak()
+	}
+	if held != nil {
+		_ = held.msg.Nak()
+	}
+	l.handlers.Done()
+}
+
+// abandonIdle abandons every waiting and deferred target of the partition.
+// The caller has closed l.quit, so that no target starts waiting later.
+func (l *lease) abandonIdle() {
+	l.mu.Lock()
+	var idle []*target
+	for _, t := range l.targets {
+		if t.state == stateWaiting || t.state == stateDeferred {
+			if t.timer != nil {
+				t.timer.Stop()
+			}
+			t.state = stateNew // owned by this function now: start and wake let go
+			idle = append(idle, t)
+		}
+	}
+	l.mu.Unlock()
+	for _, t := range idle {
+		if t.entry != nil {
+			l.w.sched.remove(t.entry)
+		}
+		l.abandon(t)
+	}
+}
+
+// heartbeatIdle sends InProgress for the events of waiting and deferred
+// targets received more than AckWait/3 ago, so that the server does not
+// redeliver them while they wait. Running targets have their own
+// heartbeats.
+func (l *lease) heartbeatIdle() {
+	old := time.Now().Add(-l.w.cfg.AckWait / 3)
+	var msgs []jetstream.Msg
+	l.mu.Lock()
+	for _, t := range l.targets {
+		if t.state == stateRunning {
+			continue
+		}
+		if t.pm != nil && t.pm.at.Before(old) {
+			msgs = append(msgs, t.pm.msg)
+		}
+		if t.held != nil && t.held.at.Before(old) {
+			msgs = append(msgs, t.held.msg)
+		}
+	}
+	l.mu.Unlock()
+	for _, m := range msgs {
+		_ = m.InProgress()
+	}
+}
+
+// fold records pm as the newest event of a target being handled or
+// waiting. The caller holds l.mu.
 func (l *lease) fold(t *target, pm *pending) {
 	if t.held != nil && t.held.seq == pm.seq {
 		t.held = pm // a redelivery of the same message
+		return
+	}
+	if t.pm != nil && t.pm.seq == pm.seq {
+		t.pm = pm // a redelivery of the message it waits with
 		return
 	}
 	if t.held != nil {
@@ -123,9 +337,8 @@ func (l *lease) fold(t *target, pm *pending) {
 		t.folded++
 	}
 	t.held = pm
-	if !t.upgraded && isUrgent(pm.msg) {
-		t.upgraded = true
-		close(t.upgrade)
+	if isUrgent(pm.msg) {
+		t.urgent = true
 	}
 	if len(t.links) < maxLinks {
 		if sc := trace.SpanContextFromContext(ExtractTrace(context.Background(), pm.msg.Headers())); sc.IsValid() {
@@ -134,14 +347,12 @@ func (l *lease) fold(t *target, pm *pending) {
 	}
 }
 
-// handle runs the handler for a target, then again for every event that
-// arrived meanwhile, one at a time, and settles each message.
-func (l *lease) handle(uid string, t *target, pm *pending) {
+// handle runs the handler for a target in a slot of pool p, then again for
+// every event that arrived meanwhile, one at a time, and settles each
+// message. It gives the slot up and sends the target back to the scheduler
+// when its guard defers it or moves it to the other pool.
+func (l *lease) handle(t *target, pm *pending, p pool) {
 	w := l.w
-	defer func() {
-		w.slots.release()
-		l.handlers.Done()
-	}()
 	// A newer event that arrived while the target waited for a slot
 	// supersedes the one it waited with: handle that one only.
 	l.mu.Lock()
@@ -152,28 +363,55 @@ func (l *lease) handle(uid string, t *target, pm *pending) {
 		pm = next
 	}
 	for {
+		w.guard.begin(t.uid)
 		res, err, d := l.call(pm, links)
+		failed := err != nil && l.ctx.Err() == nil
+		w.guard.end(t.uid, failed)
+		w.metrics.ran(w.service, t.kind, p, failed)
 
 		l.mu.Lock()
 		next, folded, links = t.take(pm)
 		stopping := l.stopping()
 		if next == nil || stopping {
-			delete(l.targets, uid)
+			delete(l.targets, t.uid)
 		}
 		l.mu.Unlock()
 
 		switch {
 		case next != nil && !stopping:
-			// A newer event replaced this one in the stream: handle it now.
+			// A newer event replaced this one in the stream: handle it now,
+			// unless the target must wait or change pools.
 			l.supersede(pm, next, folded, d, err)
 			pm = next
-			continue
+			if !l.mustLeave(t, p) {
+				continue
+			}
+			w.sched.release(p)
+			l.mu.Lock()
+			t.state = stateNew
+			t.pm = pm
+			t.links = append(links, t.links...)
+			l.mu.Unlock()
+			l.schedule(t)
+			return
 		case next != nil:
 			_ = next.msg.Nak()
 		}
 		l.settle(pm, res, err, d)
+		w.sched.release(p)
+		l.handlers.Done()
 		return
 	}
+}
+
+// mustLeave reports whether a target running in pool p must give its slot
+// up before its next run: its guard defers it, or it is suspect in the
+// main pool (or no longer suspect in the quarantine pool).
+func (l *lease) mustLeave(t *target, p pool) bool {
+	if d, _ := l.w.guard.delay(t.uid); d > 0 {
+		return true
+	}
+	return l.w.guard.suspect(t.uid) != (p == poolQuarantine)
 }
 
 // take removes the event held for the target, unless it is a redelivery of

@@ -34,6 +34,10 @@ type lease struct {
 	fenceC   chan string // a reason to stop at once
 	done     chan struct{}
 
+	// room bounds, per lane (urgent, other), how many targets wait for a
+	// slot: each waiting target holds one token (WithLookahead).
+	room [2]chan struct{}
+
 	mu       sync.Mutex
 	targets  map[string]*target
 	handlers sync.WaitGroup
@@ -55,6 +59,7 @@ func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
 		fenceC:   make(chan string, 1),
 		done:     make(chan struct{}),
 		targets:  map[string]*target{},
+		room:     [2]chan struct{}{make(chan struct{}, w.lookahead), make(chan struct{}, w.lookahead)},
 	}
 }
 
@@ -69,13 +74,15 @@ func (l *lease) fence(reason string) {
 	}
 }
 
-// stopTaking makes the partition take no more work. It holds l.mu so that
-// no handler is registered after it returns.
+// stopTaking makes the partition take no more work and gives back the
+// events of targets that wait for a slot or are deferred. It holds l.mu
+// while it closes quit so that no target starts waiting after it returns.
 func (l *lease) stopTaking() {
 	l.quitOnce.Do(func() {
 		l.mu.Lock()
 		close(l.quit)
 		l.mu.Unlock()
+		l.abandonIdle()
 	})
 }
 
@@ -127,6 +134,8 @@ func (l *lease) run() {
 
 	renew := time.NewTicker(w.renewEvery)
 	defer renew.Stop()
+	beat := time.NewTicker(w.cfg.AckWait / 3)
+	defer beat.Stop()
 	fenceAt := time.NewTimer(time.Until(l.deadline))
 	defer fenceAt.Stop()
 	var drained chan struct{}
@@ -143,6 +152,8 @@ func (l *lease) run() {
 				continue
 			}
 			fenceAt.Reset(time.Until(l.deadline))
+		case <-beat.C:
+			l.heartbeatIdle()
 		case <-fenceAt.C:
 			l.stopNow(cc, log, "cannot renew lease before it could expire")
 			return
