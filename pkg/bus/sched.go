@@ -68,10 +68,10 @@ type entry struct {
 // one tenant does not make another's request wait behind all of it. Suspect
 // targets run only in the quarantine pool.
 type scheduler struct {
-	mu         sync.Mutex
-	free       int // free slots of the main pool
-	qfree      int // free slots of the quarantine pool
-	lanes      [3]fairQueue
+	mu      sync.Mutex
+	free    int // free slots of the main pool
+	qfree   int // free slots of the quarantine pool
+	lanes   [3]fairQueue
 	observe func(l lane, waited time.Duration)
 }
 
