@@ -80,7 +80,9 @@ func TestFairQueueRemove(t *testing.T) {
 }
 
 func TestNamespaceKey(t *testing.T) {
-	ref := func(ns, name string) *eventsv1.ObjectRef { return &eventsv1.ObjectRef{Namespace: ns, Name: name, Uid: "u"} }
+	ref := func(ns, name string) *eventsv1.ObjectRef {
+		return &eventsv1.ObjectRef{Namespace: ns, Name: name, Uid: "u"}
+	}
 	cases := map[string]struct {
 		reason string
 		req    Request
@@ -135,7 +137,7 @@ func TestParseFairKey(t *testing.T) {
 // fakeClock is a settable clock for the guard.
 type fakeClock struct{ now time.Time }
 
-func (c *fakeClock) Now() time.Time           { return c.now }
+func (c *fakeClock) Now() time.Time          { return c.now }
 func (c *fakeClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
 
 func testGuard(budget int) (*guard, *fakeClock) {
