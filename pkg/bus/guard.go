@@ -116,7 +116,6 @@ func (g *guard) end(uid string, failed bool) {
 		return
 	}
 	r.failures++
-	r.suspectTo = now.Add(suspectFor)
 	b := g.newBackOff()
 	var d time.Duration
 	for range r.failures {
@@ -127,6 +126,9 @@ func (g *guard) end(uid string, failed bool) {
 		d = next
 	}
 	r.retryAt = now.Add(d)
+	// Suspect until a minute after it may run again, so that a backoff
+	// longer than a minute does not let it back into the main pool.
+	r.suspectTo = r.retryAt.Add(suspectFor)
 }
 
 // peakRuns returns the most runs one target had within one budget window
