@@ -68,7 +68,7 @@ type pending struct {
 	msg   jetstream.Msg
 	req   Request
 	seq   uint64
-	at    time.Time         // when it was received
+	at    time.Time         // when it was received, or its last InProgress while waiting
 	trace trace.SpanContext // the handling span, once handled
 }
 
@@ -296,22 +296,24 @@ func (l *lease) abandonIdle() {
 }
 
 // heartbeatIdle sends InProgress for the events of waiting and deferred
-// targets received more than AckWait/3 ago, so that the server does not
-// redeliver them while they wait. Running targets have their own
-// heartbeats.
+// targets whose last sign of life (receipt or InProgress) is more than
+// AckWait/2 old, so that the server does not redeliver them while they
+// wait: each waiting event costs one InProgress per AckWait/2. Running
+// targets have their own heartbeats.
 func (l *lease) heartbeatIdle() {
-	old := time.Now().Add(-l.w.cfg.AckWait / 3)
+	now := time.Now()
+	old := now.Add(-l.w.cfg.AckWait / 2)
 	var msgs []jetstream.Msg
 	l.mu.Lock()
 	for _, t := range l.targets {
 		if t.state == stateRunning {
 			continue
 		}
-		if t.pm != nil && t.pm.at.Before(old) {
-			msgs = append(msgs, t.pm.msg)
-		}
-		if t.held != nil && t.held.at.Before(old) {
-			msgs = append(msgs, t.held.msg)
+		for _, pm := range []*pending{t.pm, t.held} {
+			if pm != nil && pm.at.Before(old) {
+				pm.at = now
+				msgs = append(msgs, pm.msg)
+			}
 		}
 	}
 	l.mu.Unlock()

@@ -134,7 +134,7 @@ func (l *lease) run() {
 
 	renew := time.NewTicker(w.renewEvery)
 	defer renew.Stop()
-	beat := time.NewTicker(w.cfg.AckWait / 3)
+	beat := time.NewTicker(w.cfg.AckWait / 4)
 	defer beat.Stop()
 	fenceAt := time.NewTimer(time.Until(l.deadline))
 	defer fenceAt.Stop()

@@ -148,13 +148,13 @@ func defaultBackOff() backoff.BackOff {
 
 // DefaultLookahead is how many targets of one partition lane may wait for
 // a handler slot in a replica's memory (WithLookahead).
-const DefaultLookahead = 256
+const DefaultLookahead = 64
 
 // WithLookahead bounds how many targets of one partition lane wait for a
 // handler slot in this replica's memory; further pulls of the lane wait
 // until one starts. Looking ahead is what lets a request of one tenant pass
 // a backlog of another's in the same partition (see WithFairKey); it costs
-// memory and InProgress heartbeats for events waiting longer than AckWait/3.
+// memory and one InProgress heartbeat per AckWait/2 for each waiting event.
 // It should stay below the consumers' MaxAckPending (1000). The default is
 // DefaultLookahead; values below 1 are ignored.
 func WithLookahead(n int) WorkerOption {
