@@ -130,9 +130,12 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 	}
 	if t := l.targets[uid]; t != nil {
 		// The other lane brought an event for it meanwhile.
+		up := l.foldLocked(t, pm)
 		l.mu.Unlock()
 		l.unreserve(room)
-		l.foldInto(pm)
+		if up != nil {
+			w.sched.upgrade(up)
+		}
 		return
 	}
 	t := &target{uid: uid, key: w.fairKey(pm.req), kind: tgt.GetKind(), pm: pm, urgent: isUrgent(msg), room: room}
@@ -151,16 +154,22 @@ func (l *lease) foldInto(pm *pending) bool {
 		l.mu.Unlock()
 		return false
 	}
-	l.fold(t, pm)
-	var up *entry
-	if t.urgent && t.state == stateWaiting {
-		up = t.entry
-	}
+	up := l.foldLocked(t, pm)
 	l.mu.Unlock()
 	if up != nil {
 		l.w.sched.upgrade(up)
 	}
 	return true
+}
+
+// foldLocked folds pm into t and returns t's scheduler entry if the wait
+// must become urgent. The caller holds l.mu.
+func (l *lease) foldLocked(t *target, pm *pending) *entry {
+	l.fold(t, pm)
+	if t.urgent && t.state == stateWaiting {
+		return t.entry
+	}
+	return nil
 }
 
 // reserve takes look-ahead room in a lane, waiting while the lane has
