@@ -107,6 +107,11 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 	if delivery > 1 {
 		w.metrics.redelivered(w.service, tgt.GetKind())
 	}
+	if l.refresh(pm) {
+		// A redelivery of an event that waits here (its InProgress came
+		// late): not a handler that kept failing, whatever its count.
+		return
+	}
 	if delivery > w.cfg.MaxDeliver {
 		l.deadLetter(pm, delivery, fmt.Sprintf("delivered %d times, more than max deliver %d (the handler never finished: crash or timeout?)", delivery, w.cfg.MaxDeliver))
 		return
@@ -143,6 +148,25 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 	l.handlers.Add(1)
 	l.mu.Unlock()
 	l.schedule(t)
+}
+
+// refresh replaces the waiting or held event of pm's target with pm if pm
+// is a redelivery of it, and reports whether it was.
+func (l *lease) refresh(pm *pending) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.targets[pm.req.Target.GetUid()]
+	switch {
+	case t == nil:
+		return false
+	case t.pm != nil && t.pm.seq == pm.seq:
+		t.pm = pm
+	case t.held != nil && t.held.seq == pm.seq:
+		t.held = pm
+	default:
+		return false
+	}
+	return true
 }
 
 // foldInto folds pm into its target if the target is waiting or running,
