@@ -37,6 +37,7 @@ type metrics struct {
 	ownedC       metric.Int64UpDownCounter
 	pendingG     metric.Int64ObservableGauge
 	ackPendingG  metric.Int64ObservableGauge
+	redeliveredG metric.Int64ObservableGauge
 	throttledC   metric.Int64Counter
 	runsC        metric.Int64Counter
 	queueWaitH   metric.Float64Histogram
@@ -66,6 +67,8 @@ func newMetrics() *metrics {
 		metric.WithDescription("Events waiting in a partition's consumer, not yet delivered, by service and partition (reported by the owner)."))
 	ack, _ := m.Int64ObservableGauge("loom.bus.consumer.ack_pending",
 		metric.WithDescription("Events delivered from a partition's consumer and not yet acknowledged, by service and partition (reported by the owner)."))
+	rdg, _ := m.Int64ObservableGauge("loom.bus.consumer.redelivered",
+		metric.WithDescription("Events of a partition's consumer that JetStream is delivering again and that are not yet acknowledged, by service and partition (reported by the owner)."))
 	thr, _ := m.Int64Counter("loom.bus.targets.throttled",
 		metric.WithDescription("Handlings of a target deferred, holding no slot, by service, target kind and reason (backoff: it failed lately; budget: it ran its budget of runs this minute)."))
 	runs, _ := m.Int64Counter("loom.bus.handler.runs",
@@ -76,7 +79,8 @@ func newMetrics() *metrics {
 	peak, _ := m.Int64ObservableGauge("loom.bus.target.runs_per_minute.max",
 		metric.WithDescription("The most handler runs one target had within one minute on this replica since it started, by service; at most the per-target budget."))
 	return &metrics{meter: m, publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq,
-		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack, throttledC: thr, runsC: runs, queueWaitH: qw, peakRunsG: peak}
+		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack, redeliveredG: rdg,
+		throttledC: thr, runsC: runs, queueWaitH: qw, peakRunsG: peak}
 }
 
 func (m *metrics) published(service, kind string, err error) {
@@ -127,7 +131,7 @@ func (m *metrics) redelivered(service, kind string) {
 		attribute.String("service", service), attribute.String("kind", kind)))
 }
 
-// observeConsumers reports the pending and ack-pending counts of the
+// observeConsumers reports the pending, ack-pending and redelivered counts of the
 // consumers of the partitions w owns, read from JetStream at each
 // collection, until the returned function is called.
 func (m *metrics) observeConsumers(w *Worker) func() {
@@ -142,7 +146,7 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 		defer cancel()
 		for _, p := range w.Owned() {
 			// Both lanes of the partition, summed.
-			var pending, ackPending int64
+			var pending, ackPending, redelivered int64
 			seen := false
 			for _, name := range []string{ConsumerName(w.service, p), UrgentConsumerName(w.service, p)} {
 				c, err := w.js.Consumer(ctx, StreamName(w.service), name)
@@ -159,6 +163,7 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 				seen = true
 				pending += int64(info.NumPending)
 				ackPending += int64(info.NumAckPending)
+				redelivered += int64(info.NumRedelivered)
 			}
 			if !seen {
 				continue
@@ -166,9 +171,10 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 			attrs := metric.WithAttributes(attribute.String("service", w.service), attribute.Int("partition", p))
 			o.ObserveInt64(m.pendingG, pending, attrs)
 			o.ObserveInt64(m.ackPendingG, ackPending, attrs)
+			o.ObserveInt64(m.redeliveredG, redelivered, attrs)
 		}
 		return nil
-	}, m.pendingG, m.ackPendingG, m.peakRunsG)
+	}, m.pendingG, m.ackPendingG, m.redeliveredG, m.peakRunsG)
 	if err != nil {
 		return func() {}
 	}
