@@ -4,10 +4,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/loomxr/loom/e2e/framework"
+	"github.com/loomxr/loom/pkg/bus"
 )
 
 var isoClaimGVR = schema.GroupVersionResource{Group: "isolation.e2e.loom.dev", Version: "v1alpha1", Resource: "isos"}
@@ -211,9 +217,21 @@ spec:
 }
 
 // TestIsolation creates 100 healthy claims alone, then 100 more together
-// with 20 poisoned ones (failing functions and reference cycles), and
-// checks that the p99 time to Ready of the healthy claims of the second
-// run is within 1.5 times that of the first.
+// with 20 poisoned ones (failing functions, a timeout, an unreachable
+// function, requirements that never settle, a reference cycle), and checks
+// the bus's isolation by counting, from the services' metrics, what the
+// poisoned claims could take from the healthy ones:
+//   - handler runs of any one target within any minute stay within the
+//     per-target budget (bus.DefaultTargetBudget);
+//   - a failing target runs in the main pool of handler slots at most once
+//     per service (its first failure), then only in the quarantine pool:
+//     the main pool's failed runs grow by at most one per poisoned claim and
+//     service over the healthy run's;
+//   - the poisoned targets' throttling shows (deferred handlings counted).
+//
+// The p99 time to Ready of the healthy claims with and without the
+// poisoned ones, and its ratio (target 1.2), are reported, not asserted: a
+// p99 of 100 samples on a shared machine is noise.
 func TestIsolation(t *testing.T) {
 	const healthy, poisoned = 100, 20
 	env := framework.StartStack(t)
@@ -243,22 +261,68 @@ spec: {endpoint: "%[2]s", insecure: true, timeout: 3s}
 	)
 	poisons := []string{"isolation-fatal", "isolation-timeout", "isolation-unreachable", "isolation-unstable", "isolation-cycle"}
 
+	apiRequests := func() float64 {
+		n, err := env.APIRequests(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before, reqBefore := busCounts(t, env), apiRequests()
 	base := readyTimes(t, env.Dynamic, "isolation-base", healthy, nil)
+	afterBase, reqAfterBase := busCounts(t, env), apiRequests()
 	var poison []string
 	for i := range poisoned {
 		poison = append(poison, poisons[i%len(poisons)])
 	}
+	start := time.Now()
 	mixed := readyTimes(t, env.Dynamic, "isolation-mixed", healthy, poison)
+	minutes := time.Since(start).Minutes()
+	afterMixed, reqAfterMixed := busCounts(t, env), apiRequests()
+	// API requests beyond the healthy run's, per poisoned claim and minute
+	// of the mixed run: what the poisoned claims cost the API server.
+	poisonReqPerMin := ((reqAfterMixed - reqAfterBase) - (reqAfterBase - reqBefore)) / poisoned / minutes
 
 	p99 := func(d []time.Duration) time.Duration {
 		slices.Sort(d)
 		return d[(len(d)*99+99)/100-1]
 	}
 	pb, pm := p99(base), p99(mixed)
-	t.Logf("p99 time to Ready of %d healthy claims: %s alone, %s with %d poisoned (ratio %.2f); p50 %s and %s",
+	baseFailedMain := afterBase.sub(before).mainFailed
+	mixedDelta := afterMixed.sub(afterBase)
+	report := map[string]any{
+		"healthy_p99_alone_s":                    pb.Seconds(),
+		"healthy_p99_with_poisoned_s":            pm.Seconds(),
+		"p99_ratio":                              float64(pm) / float64(pb),
+		"p99_ratio_target":                       1.2,
+		"mixed_run_minutes":                      minutes,
+		"max_runs_per_target_minute":             afterMixed.peakRuns,
+		"budget_runs_per_minute":                 bus.DefaultTargetBudget,
+		"main_pool_failed_runs_alone":            baseFailedMain,
+		"main_pool_failed_runs_mixed":            mixedDelta.mainFailed,
+		"quarantine_runs_mixed":                  mixedDelta.quarantine,
+		"throttled_mixed":                        mixedDelta.throttled,
+		"queue_waits_mixed":                      mixedDelta.waits,
+		"queue_wait_s_mixed":                     mixedDelta.waitSeconds,
+		"poisoned_api_requests_per_claim_minute": poisonReqPerMin,
+	}
+	js, _ := json.Marshal(report)
+	t.Logf("isolation report: %s", js)
+	t.Logf("p99 time to Ready of %d healthy claims: %s alone, %s with %d poisoned (ratio %.2f, target 1.2, reported only); p50 %s and %s",
 		healthy, pb, pm, poisoned, float64(pm)/float64(pb), base[len(base)/2], mixed[len(mixed)/2])
-	if float64(pm) > 1.5*float64(pb) {
-		t.Errorf("p99 with poisoned claims %s is more than 1.5 times the p99 without them %s", pm, pb)
+
+	if afterMixed.peakRuns == 0 {
+		t.Error("no service reports loom_bus_target_runs_per_minute_max: the counts below would prove nothing")
+	}
+	if afterMixed.peakRuns > bus.DefaultTargetBudget {
+		t.Errorf("a target ran %d times within a minute; want at most the budget %d", afterMixed.peakRuns, bus.DefaultTargetBudget)
+	}
+	if limit := baseFailedMain + poisoned*len(bus.Services); mixedDelta.mainFailed > limit {
+		t.Errorf("failed runs in the main pool of handler slots: %d with %d poisoned claims; want at most %d (the %d of the healthy run plus one per poisoned claim and service)",
+			mixedDelta.mainFailed, poisoned, limit, baseFailedMain)
+	}
+	if mixedDelta.quarantine == 0 {
+		t.Error("no run in the quarantine pool with poisoned claims: the poisoned targets were never found out")
 	}
 
 	// The poisoned claims are still not Ready: they really were poisoned.
@@ -272,6 +336,120 @@ spec: {endpoint: "%[2]s", insecure: true, timeout: 3s}
 			t.Errorf("poisoned claim %s is Ready", c.GetName())
 		}
 	}
+}
+
+// busTotals are the bus's scheduling counts summed over every replica of
+// every service.
+type busTotals struct {
+	mainFailed  int // failed handler runs in the main pool
+	quarantine  int // handler runs in the quarantine pool
+	throttled   int // handlings deferred (backoff, budget)
+	waits       int // requests that queued for a slot
+	waitSeconds float64
+	peakRuns    int // the most runs of one target in one minute (a maximum, not a sum)
+}
+
+func (a busTotals) sub(b busTotals) busTotals {
+	return busTotals{
+		mainFailed:  a.mainFailed - b.mainFailed,
+		quarantine:  a.quarantine - b.quarantine,
+		throttled:   a.throttled - b.throttled,
+		waits:       a.waits - b.waits,
+		waitSeconds: a.waitSeconds - b.waitSeconds,
+		peakRuns:    a.peakRuns,
+	}
+}
+
+// busCounts scrapes every service replica's /metrics for the bus's
+// scheduling counts.
+func busCounts(t *testing.T, env *framework.Env) busTotals {
+	t.Helper()
+	var out busTotals
+	for _, svc := range bus.Services {
+		for i := 0; ; i++ {
+			addr := env.Stack.ServiceHealthAddr(svc, i)
+			if addr == "" {
+				break
+			}
+			var text []byte
+			framework.Eventually(t, 30*time.Second, func() error {
+				var err error
+				text, err = getMetrics(t.Context(), addr)
+				return err
+			})
+			out.mainFailed += int(sumSamples(text, "loom_bus_handler_runs_total", `pool="main"`, `failed="true"`))
+			out.quarantine += int(sumSamples(text, "loom_bus_handler_runs_total", `pool="quarantine"`))
+			out.throttled += int(sumSamples(text, "loom_bus_targets_throttled_total"))
+			out.waits += int(sumSamples(text, "loom_bus_queue_wait_seconds_count"))
+			out.waitSeconds += sumSamples(text, "loom_bus_queue_wait_seconds_sum")
+			out.peakRuns = max(out.peakRuns, int(maxSample(text, "loom_bus_target_runs_per_minute_max")))
+		}
+	}
+	return out
+}
+
+func getMetrics(ctx context.Context, addr string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/metrics: %s", addr, rsp.Status)
+	}
+	return io.ReadAll(rsp.Body)
+}
+
+// samples returns the values of metric's samples whose labels contain
+// every one of labels (`name="value"`).
+func samples(text []byte, metric string, labels ...string) []float64 {
+	var out []float64
+	for line := range strings.Lines(string(text)) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), " ")
+		lbl := ""
+		if i := strings.IndexByte(line, '{'); i >= 0 && (!ok || i < len(name)) {
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				continue
+			}
+			name, lbl, rest = line[:i], line[i+1:j], strings.TrimSpace(line[j+1:])
+		}
+		if name != metric {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(","+lbl+",", ","+l+",") {
+				match = false
+			}
+		}
+		if f := strings.Fields(rest); match && len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+func sumSamples(text []byte, metric string, labels ...string) float64 {
+	var s float64
+	for _, v := range samples(text, metric, labels...) {
+		s += v
+	}
+	return s
+}
+
+func maxSample(text []byte, metric string, labels ...string) float64 {
+	var m float64
+	for _, v := range samples(text, metric, labels...) {
+		m = max(m, v)
+	}
+	return m
 }
 
 // readyTimes creates healthy claims and one claim per entry of poison

@@ -7,7 +7,8 @@
 // Handler, Request, Result, Permanent), with these additions: Config has
 // LeaseTTL, Storage and dead-letter limits; Option (WithConfig, WithLogger)
 // configures both publishers and workers; WithDrainTimeout and
-// WithOwnershipHook; Worker.Owned; ListDeadLetters, GetDeadLetter and
+// WithOwnershipHook; WithLookahead, WithFairKey, WithTargetBudget,
+// WithQuarantine and SchedulingFlags; Worker.Owned; ListDeadLetters, GetDeadLetter and
 // ReplayDeadLetter; HeaderCarrier, InjectTrace, ExtractTrace; DecodeEvent,
 // MsgID, Partition, WorkSubject. Nothing was changed.
 //
@@ -112,15 +113,46 @@
 //
 // # Within one replica
 //
-// Handlers run with bounded concurrency (WithConcurrency) across targets; a
-// partition lane's callback that finds all slots busy blocks, which stops
-// further pulls for that lane (Worker.Waiting counts such requests). Freed
-// slots go to urgent requests first, then to the longest waiting. The same
-// target is serialized: an event that arrives while its target is being
-// handled, or waits for a slot, is held (newer ones replace it, and the
-// replaced ones are acked), and the target is handled with the newest event
-// (once more, right after, if it was being handled); Request.Coalesced
-// counts the folded events.
+// Handlers run with bounded concurrency (WithConcurrency) across targets.
+// Each partition lane keeps up to WithLookahead received targets waiting
+// for a slot in memory (their events get InProgress while they wait); a
+// lane with that many waiting stops pulling. Freed slots go to urgent
+// requests first, then to the others; within a lane, waiting requests are
+// served round-robin across tenant keys (WithFairKey: by default the
+// target's namespace, else a namespaced changed object's or controller's,
+// else a key derived from the target's name), first come, first served
+// within one key, so that a burst of one namespace does not make another
+// namespace's request wait behind all of it. The same target is
+// serialized: an event that arrives while its target is being handled, or
+// waits, is held (newer ones replace it, and the replaced ones are acked),
+// and the target is handled with the newest event (once more, right after,
+// if it was being handled); Request.Coalesced counts the folded events.
+//
+// # Isolation of poisoned targets
+//
+// A target that keeps failing, timing out or never settling must not slow
+// the others. Per target, each replica keeps (in memory, forgotten a minute
+// after it has nothing left to remember):
+//
+//   - a backoff that grows with its consecutive failures (the WithBackoff
+//     schedule, exponential and capped), whatever event brings it back: a
+//     failing target whose own status writes publish new events, each at
+//     delivery 1, still waits for its backoff;
+//   - a budget of handler runs in any minute (WithTargetBudget, default
+//     DefaultTargetBudget), whatever their outcome;
+//   - whether it is suspect: it failed, or was throttled, within the last
+//     minute (or its backoff has not ended a minute ago). Suspect targets run
+//     only in a quarantine pool of their own slots (WithQuarantine, a
+//     quarter of the concurrency by default, on top of it), so a poisoned
+//     target holds a main slot at most for the run that found it out.
+//
+// A target that must wait for its backoff or budget is held in memory,
+// holding no slot and no look-ahead room, with its newest event (and
+// InProgress heartbeats), until its time. Metrics count the deferrals
+// (loom.bus.targets.throttled, by reason), the runs by pool and outcome
+// (loom.bus.handler.runs), the time requests waited for a slot
+// (loom.bus.queue.wait, by lane), and the most runs one target had in a
+// minute (loom.bus.target.runs_per_minute.max).
 //
 // # Outcomes
 //

@@ -38,6 +38,10 @@ type metrics struct {
 	pendingG     metric.Int64ObservableGauge
 	ackPendingG  metric.Int64ObservableGauge
 	redeliveredG metric.Int64ObservableGauge
+	throttledC   metric.Int64Counter
+	runsC        metric.Int64Counter
+	queueWaitH   metric.Float64Histogram
+	peakRunsG    metric.Int64ObservableGauge
 }
 
 func newMetrics() *metrics {
@@ -65,8 +69,18 @@ func newMetrics() *metrics {
 		metric.WithDescription("Events delivered from a partition's consumer and not yet acknowledged, by service and partition (reported by the owner)."))
 	rdg, _ := m.Int64ObservableGauge("loom.bus.consumer.redelivered",
 		metric.WithDescription("Events of a partition's consumer that JetStream is delivering again and that are not yet acknowledged, by service and partition (reported by the owner)."))
+	thr, _ := m.Int64Counter("loom.bus.targets.throttled",
+		metric.WithDescription("Handlings of a target deferred, holding no slot, by service, target kind and reason (backoff: it failed lately; budget: it ran its budget of runs this minute)."))
+	runs, _ := m.Int64Counter("loom.bus.handler.runs",
+		metric.WithDescription("Handler calls, by service, target kind, pool (main, or quarantine for targets that failed or were throttled lately) and failed (true, false)."))
+	qw, _ := m.Float64Histogram("loom.bus.queue.wait", metric.WithUnit("s"),
+		metric.WithDescription("Time a received request waited for a handler slot, by service and lane (urgent, normal, quarantine)."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	peak, _ := m.Int64ObservableGauge("loom.bus.target.runs_per_minute.max",
+		metric.WithDescription("The most handler runs one target had within one minute on this replica since it started, by service; at most the per-target budget."))
 	return &metrics{meter: m, publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq,
-		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack, redeliveredG: rdg}
+		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack, redeliveredG: rdg,
+		throttledC: thr, runsC: runs, queueWaitH: qw, peakRunsG: peak}
 }
 
 func (m *metrics) published(service, kind string, err error) {
@@ -93,6 +107,23 @@ func (m *metrics) declare(service string) {
 	attrs := metric.WithAttributes(attribute.String("service", service))
 	m.redeliveredC.Add(context.Background(), 0, attrs)
 	m.deadLettersC.Add(context.Background(), 0, attrs)
+	m.throttledC.Add(context.Background(), 0, attrs)
+}
+
+func (m *metrics) throttled(service, kind, reason string) {
+	m.throttledC.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("service", service), attribute.String("kind", kind), attribute.String("reason", reason)))
+}
+
+func (m *metrics) ran(service, kind string, p pool, failed bool) {
+	m.runsC.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("service", service), attribute.String("kind", kind),
+		attribute.String("pool", p.String()), attribute.Bool("failed", failed)))
+}
+
+func (m *metrics) queueWait(service string, ln lane, d time.Duration) {
+	m.queueWaitH.Record(context.Background(), d.Seconds(), metric.WithAttributes(
+		attribute.String("service", service), attribute.String("lane", ln.String())))
 }
 
 func (m *metrics) redelivered(service, kind string) {
@@ -105,6 +136,7 @@ func (m *metrics) redelivered(service, kind string) {
 // collection, until the returned function is called.
 func (m *metrics) observeConsumers(w *Worker) func() {
 	reg, err := m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		o.ObserveInt64(m.peakRunsG, w.guard.peakRuns(), metric.WithAttributes(attribute.String("service", w.service)))
 		if w.nc.Status() != nats.CONNECTED {
 			return nil
 		}
@@ -142,7 +174,7 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 			o.ObserveInt64(m.redeliveredG, redelivered, attrs)
 		}
 		return nil
-	}, m.pendingG, m.ackPendingG, m.redeliveredG)
+	}, m.pendingG, m.ackPendingG, m.redeliveredG, m.peakRunsG)
 	if err != nil {
 		return func() {}
 	}

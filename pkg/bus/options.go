@@ -145,3 +145,61 @@ func defaultBackOff() backoff.BackOff {
 	b.Reset()
 	return b
 }
+
+// DefaultLookahead is how many targets of one partition lane may wait for
+// a handler slot in a replica's memory (WithLookahead).
+const DefaultLookahead = 64
+
+// WithLookahead bounds how many targets of one partition lane wait for a
+// handler slot in this replica's memory; further pulls of the lane wait
+// until one starts. Looking ahead is what lets a request of one tenant pass
+// a backlog of another's in the same partition (see WithFairKey); it costs
+// memory and one InProgress heartbeat per AckWait/2 for each waiting event.
+// It should stay below the consumers' MaxAckPending (1000). The default is
+// DefaultLookahead; values below 1 are ignored.
+func WithLookahead(n int) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if n > 0 {
+			w.lookahead = n
+		}
+	})
+}
+
+// WithTargetBudget bounds how many times one target is handled in any
+// minute on this replica; its further events wait (in memory, holding no
+// slot) until the oldest run of the minute is a minute old. It counts every
+// run, whatever the outcome, so that a target that never settles (a
+// reference cycle, requirements that change on every call) cannot take
+// more than its share. The default is DefaultTargetBudget; 0 disables the
+// budget and negative values are ignored.
+func WithTargetBudget(runsPerMinute int) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if runsPerMinute >= 0 {
+			w.budget = runsPerMinute
+		}
+	})
+}
+
+// WithQuarantine sets how many handlers of suspect targets (failed or
+// throttled within the last minute) run at once. They run in these slots
+// only, on top of WithConcurrency, so that a poisoned target never holds a
+// slot a healthy one waits for. The default is a quarter of the
+// concurrency, at least one; values below 1 are ignored.
+func WithQuarantine(n int) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if n > 0 {
+			w.quarantine = n
+		}
+	})
+}
+
+// WithFairKey sets the tenant key that waiting requests are served
+// round-robin across (NamespaceKey by default; NoKey serves them first come,
+// first served). key must be cheap and must not block.
+func WithFairKey(key func(Request) string) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if key != nil {
+			w.fairKey = key
+		}
+	})
+}

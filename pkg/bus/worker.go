@@ -50,7 +50,15 @@ type Worker struct {
 	// instance tells this Worker's leases from those of an earlier process
 	// with the same replica ID.
 	instance string
-	slots    *slots
+	sched    *scheduler
+	guard    *guard
+
+	// Scheduling (WithLookahead, WithTargetBudget, WithQuarantine,
+	// WithFairKey).
+	lookahead  int
+	budget     int
+	quarantine int
+	fairKey    func(Request) string
 
 	running  atomic.Bool
 	lastBeat atomic.Int64 // Unix nanoseconds of the last successful heartbeat
@@ -83,6 +91,9 @@ func NewWorker(nc *nats.Conn, js jetstream.JetStream, service, replicaID string,
 		handlerTimeout: time.Minute,
 		drainTimeout:   15 * time.Second,
 		newBackOff:     defaultBackOff,
+		lookahead:      DefaultLookahead,
+		budget:         DefaultTargetBudget,
+		fairKey:        NamespaceKey,
 		log:            slog.Default(),
 		tracer:         otel.Tracer(instrumentation),
 		metrics:        newMetrics(),
@@ -109,15 +120,23 @@ func NewWorker(nc *nats.Conn, js jetstream.JetStream, service, replicaID string,
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
 	w.instance = replicaID + "/" + hex.EncodeToString(nonce[:])
-	w.slots = newSlots(w.concurrency)
+	if w.quarantine <= 0 {
+		w.quarantine = max(1, w.concurrency/4)
+	}
+	w.sched = newScheduler(w.concurrency, w.quarantine, func(ln lane, d time.Duration) { w.metrics.queueWait(w.service, ln, d) })
+	w.guard = newGuard(w.newBackOff, w.budget)
 	w.log = w.log.With("service", service, "replica", replicaID)
 	return w, nil
 }
 
 // Waiting returns how many received requests wait for a handler slot
-// (WithConcurrency), in the urgent lane and in the other; at most one per
-// partition lane, since a waiting request holds its lane's further pulls.
-func (w *Worker) Waiting() (urgent, other int) { return w.slots.waiting() }
+// (WithConcurrency), in the urgent lane and in the others (normal and
+// quarantine); at most WithLookahead per partition lane. Deferred requests
+// (backoff, budget) do not count.
+func (w *Worker) Waiting() (urgent, other int) {
+	u, n, q := w.sched.waiting()
+	return u, n + q
+}
 
 // Ready reports whether Run is running, the connection is up and this
 // replica's last membership heartbeat succeeded less than a lease TTL ago.

@@ -42,6 +42,7 @@ import (
 type flags struct {
 	busReplicas  int
 	partitions   int
+	sched        bus.SchedulingFlags
 	concurrency  int
 	qps          float64
 	burst        int
@@ -54,6 +55,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
 	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
+	f.sched.Register(fs)
 	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_BINDER_CONCURRENCY", 16),
 		"targets handled at once by this replica (env LOOM_BINDER_CONCURRENCY)")
 	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_BINDER_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_BINDER_KUBE_QPS)")
@@ -132,8 +134,12 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 		reference.NewFanOut(rules, c, pub, bus.Binder),
 		rt.Log,
 	)
+	schedOpts, err := f.sched.Options()
+	if err != nil {
+		return err
+	}
 	w, err := bus.NewWorker(rt.NATS, js, bus.Binder, rt.Config.ReplicaID, h,
-		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency))
+		append([]bus.WorkerOption{bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency)}, schedOpts...)...)
 	if err != nil {
 		return err
 	}

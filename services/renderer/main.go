@@ -123,6 +123,7 @@ import (
 type flags struct {
 	busReplicas    int
 	partitions     int
+	sched          bus.SchedulingFlags
 	concurrency    int
 	handlerTimeout time.Duration
 	qps            float64
@@ -142,6 +143,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
 	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
+	f.sched.Register(fs)
 	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_RENDERER_CONCURRENCY", 32),
 		"targets rendered at once by this replica (env LOOM_RENDERER_CONCURRENCY)")
 	fs.DurationVar(&f.handlerTimeout, "handler-timeout", service.EnvDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
@@ -282,8 +284,12 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource("renderer/"+rt.Config.ReplicaID)),
 		composite.NewReconciler(client, index, store, copts...),
 		resolver, rt.Log)
+	schedOpts, err := f.sched.Options()
+	if err != nil {
+		return err
+	}
 	w, err := bus.NewWorker(rt.NATS, js, bus.Renderer, rt.Config.ReplicaID, h,
-		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency), bus.WithHandlerTimeout(f.handlerTimeout))
+		append([]bus.WorkerOption{bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency), bus.WithHandlerTimeout(f.handlerTimeout)}, schedOpts...)...)
 	if err != nil {
 		return err
 	}

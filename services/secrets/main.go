@@ -70,6 +70,7 @@ import (
 type flags struct {
 	busReplicas   int
 	partitions    int
+	sched         bus.SchedulingFlags
 	concurrency   int
 	qps           float64
 	burst         int
@@ -88,6 +89,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
 	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
+	f.sched.Register(fs)
 	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_SECRETS_CONCURRENCY", 16),
 		"targets handled at once by this replica (env LOOM_SECRETS_CONCURRENCY)")
 	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_SECRETS_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_SECRETS_KUBE_QPS)")
@@ -181,8 +183,12 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	xrs := composite.NewReconciler(c, definition.New(c, f.definitionTTL), store, trk,
 		composite.WithLogger(rt.Log), composite.WithRecorder(rec), composite.WithStagingNamespace(f.grpc.namespace))
 	h := route.NewHandler(xrs, c, pub, rt.Log, source)
+	schedOpts, err := f.sched.Options()
+	if err != nil {
+		return err
+	}
 	w, err := bus.NewWorker(rt.NATS, js, bus.Secrets, rt.Config.ReplicaID, h,
-		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency))
+		append([]bus.WorkerOption{bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency)}, schedOpts...)...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,579 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+)
+
+// maxLinks bounds the trace links a handling span keeps to folded events.
+const maxLinks = 32
+
+// targetState is where a target of a partition is: waiting for a handler
+// slot, deferred by its guard (backoff or budget), running, or abandoned
+// because the partition stopped taking work.
+type targetState int
+
+const (
+	stateNew targetState = iota
+	stateWaiting
+	stateDeferred
+	stateRunning
+	stateAbandoned
+)
+
+// target is the state of a target of this partition from its first event
+// until its handling ends. Its fields are guarded by the lease's mutex.
+type target struct {
+	uid   string
+	key   string // the tenant key its requests queue under
+	kind  string
+	state targetState
+	// pm is the event it waits with while waiting or deferred; nil while
+	// running (the handling goroutine holds it).
+	pm     *pending
+	urgent bool         // an urgent event came for it: wait in the urgent lane
+	room   int          // the lane whose look-ahead room it holds, or -1
+	entry  *entry       // its place in the scheduler, while waiting
+	timer  *time.Timer  // while deferred
+	held   *pending     // the newest event that arrived meanwhile, not yet handled
+	folded int          // older events that held superseded
+	links  []trace.Link // of the folded events
+}
+
+// isUrgent reports whether a message came through a partition's urgent lane.
+func isUrgent(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), "."+urgentToken) }
+
+// laneIndex is the index of a partition lane's look-ahead room: 0 urgent, 1
+// the other.
+func laneIndex(msg jetstream.Msg) int {
+	if isUrgent(msg) {
+		return 0
+	}
+	return 1
+}
+
+// pending is a received message with its decoded request.
+type pending struct {
+	msg   jetstream.Msg
+	req   Request
+	seq   uint64
+	at    time.Time         // when it was received, or its last InProgress while waiting
+	trace trace.SpanContext // the handling span, once handled
+}
+
+// onMsg receives every message of the partition. A message for a target
+// that is already waiting or running is folded into it; otherwise the
+// target waits for a handler slot in the scheduler. onMsg returns at once
+// unless the lane already has WithLookahead targets waiting, which holds
+// back further pulls of the lane.
+func (l *lease) onMsg(msg jetstream.Msg) {
+	w := l.w
+	if l.stopping() {
+		_ = msg.Nak()
+		return
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		// Not a JetStream message; nothing to acknowledge.
+		w.log.Info("dropping message without JetStream metadata", "subject", msg.Subject(), "error", err)
+		return
+	}
+	pm := &pending{msg: msg, seq: meta.Sequence.Stream, at: time.Now()}
+	delivery := int(meta.NumDelivered)
+	if nb := notBefore(msg.Headers()); !nb.IsZero() {
+		if wait := time.Until(nb); wait > 0 {
+			_ = msg.NakWithDelay(wait)
+			return
+		}
+		delivery-- // the delivery that met the requeue's delay does not count
+	}
+	ev, tgt, err := decodeRequest(msg.Subject(), msg.Data())
+	if err != nil {
+		l.deadLetter(pm, delivery, fmt.Sprintf("undecodable: %v", err))
+		return
+	}
+	pm.req = Request{Event: ev, Target: tgt, Delivery: max(1, delivery)}
+	if delivery > 1 {
+		w.metrics.redelivered(w.service, tgt.GetKind())
+	}
+	if l.refresh(pm) {
+		// A redelivery of an event that waits here (its InProgress came
+		// late): not a handler that kept failing, whatever its count.
+		return
+	}
+	if delivery > w.cfg.MaxDeliver {
+		l.deadLetter(pm, delivery, fmt.Sprintf("delivered %d times, more than max deliver %d (the handler never finished: crash or timeout?)", delivery, w.cfg.MaxDeliver))
+		return
+	}
+
+	if l.foldInto(pm) {
+		return
+	}
+	room := laneIndex(msg)
+	if !l.reserve(room) {
+		_ = msg.Nak()
+		return
+	}
+	uid := tgt.GetUid()
+	l.mu.Lock()
+	if l.stopping() {
+		l.mu.Unlock()
+		l.unreserve(room)
+		_ = msg.Nak()
+		return
+	}
+	if t := l.targets[uid]; t != nil {
+		// The other lane brought an event for it meanwhile.
+		up := l.foldLocked(t, pm)
+		l.mu.Unlock()
+		l.unreserve(room)
+		if up != nil {
+			w.sched.upgrade(up)
+		}
+		return
+	}
+	t := &target{uid: uid, key: w.fairKey(pm.req), kind: tgt.GetKind(), pm: pm, urgent: isUrgent(msg), room: room}
+	l.targets[uid] = t
+	l.handlers.Add(1)
+	l.mu.Unlock()
+	l.schedule(t)
+}
+
+// refresh replaces the waiting or held event of pm's target with pm if pm
+// is a redelivery of it, and reports whether it was.
+func (l *lease) refresh(pm *pending) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.targets[pm.req.Target.GetUid()]
+	switch {
+	case t == nil:
+		return false
+	case t.pm != nil && t.pm.seq == pm.seq:
+		t.pm = pm
+	case t.held != nil && t.held.seq == pm.seq:
+		t.held = pm
+	default:
+		return false
+	}
+	return true
+}
+
+// foldInto folds pm into its target if the target is waiting or running,
+// and reports whether it did.
+func (l *lease) foldInto(pm *pending) bool {
+	l.mu.Lock()
+	t := l.targets[pm.req.Target.GetUid()]
+	if t == nil || l.stopping() {
+		l.mu.Unlock()
+		return false
+	}
+	up := l.foldLocked(t, pm)
+	l.mu.Unlock()
+	if up != nil {
+		l.w.sched.upgrade(up)
+	}
+	return true
+}
+
+// foldLocked folds pm into t and returns t's scheduler entry if the wait
+// must become urgent. The caller holds l.mu.
+func (l *lease) foldLocked(t *target, pm *pending) *entry {
+	l.fold(t, pm)
+	if t.urgent && t.state == stateWaiting {
+		return t.entry
+	}
+	return nil
+}
+
+// reserve takes look-ahead room in a lane, waiting while the lane has
+// WithLookahead targets waiting; it returns false if the partition stops
+// taking work first.
+func (l *lease) reserve(room int) bool {
+	select {
+	case l.room[room] <- struct{}{}:
+		return true
+	case <-l.quit:
+		return false
+	}
+}
+
+func (l *lease) unreserve(room int) { <-l.room[room] }
+
+// freeRoom gives back the look-ahead room t holds, if any. The caller holds
+// l.mu.
+func (l *lease) freeRoom(t *target) {
+	if t.room >= 0 {
+		l.unreserve(t.room)
+		t.room = -1
+	}
+}
+
+// schedule sends a target that holds an event (t.pm) and no slot to the
+// scheduler, or defers it while its guard says so. The caller owns t: it
+// is neither waiting, deferred nor running.
+func (l *lease) schedule(t *target) {
+	w := l.w
+	d, reason := w.guard.delay(t.uid)
+	l.mu.Lock()
+	if l.stopping() {
+		l.mu.Unlock()
+		l.abandon(t)
+		return
+	}
+	if d > 0 {
+		t.state = stateDeferred
+		l.freeRoom(t)
+		t.timer = time.AfterFunc(d, func() { l.wake(t) })
+		l.mu.Unlock()
+		w.metrics.throttled(w.service, t.kind, reason)
+		return
+	}
+	ln := laneNormal
+	switch {
+	case w.guard.suspect(t.uid):
+		ln = laneQuarantine
+	case t.urgent:
+		ln = laneUrgent
+	}
+	t.state = stateWaiting
+	t.entry = &entry{key: t.key, lane: ln, start: func(p pool) { l.start(t, p) }}
+	e := t.entry
+	l.mu.Unlock()
+	w.sched.add(e)
+}
+
+// wake schedules a deferred target whose wait is over.
+func (l *lease) wake(t *target) {
+	l.mu.Lock()
+	if t.state != stateDeferred {
+		l.mu.Unlock()
+		return
+	}
+	t.state = stateNew
+	t.timer = nil
+	l.mu.Unlock()
+	l.schedule(t)
+}
+
+// start runs a waiting target in the slot of pool p it was granted.
+func (l *lease) start(t *target, p pool) {
+	l.mu.Lock()
+	if t.state != stateWaiting {
+		// Abandoned meanwhile: hand the slot on.
+		l.mu.Unlock()
+		l.w.sched.release(p)
+		return
+	}
+	t.state = stateRunning
+	t.entry = nil
+	l.freeRoom(t)
+	pm := t.pm
+	t.pm = nil
+	l.mu.Unlock()
+	go l.handle(t, pm, p)
+}
+
+// abandon gives a target's events back (Nak) for whoever owns the partition
+// next, and forgets the target. The caller owns t and does not hold l.mu.
+func (l *lease) abandon(t *target) {
+	l.mu.Lock()
+	t.state = stateAbandoned
+	if l.targets[t.uid] == t {
+		delete(l.targets, t.uid)
+	}
+	l.freeRoom(t)
+	pm, held := t.pm, t.held
+	t.pm, t.held = nil, nil
+	l.mu.Unlock()
+	if pm != nil {
+		_ = pm.msg.Nak()
+	}
+	if held != nil {
+		_ = held.msg.Nak()
+	}
+	l.handlers.Done()
+}
+
+// abandonIdle abandons every waiting and deferred target of the partition.
+// The caller has closed l.quit, so that no target starts waiting later.
+func (l *lease) abandonIdle() {
+	l.mu.Lock()
+	var idle []*target
+	for _, t := range l.targets {
+		if t.state == stateWaiting || t.state == stateDeferred {
+			if t.timer != nil {
+				t.timer.Stop()
+			}
+			t.state = stateNew // owned by this function now: start and wake let go
+			idle = append(idle, t)
+		}
+	}
+	l.mu.Unlock()
+	for _, t := range idle {
+		if t.entry != nil {
+			l.w.sched.remove(t.entry)
+		}
+		l.abandon(t)
+	}
+}
+
+// heartbeatIdle sends InProgress for the events of waiting and deferred
+// targets whose last sign of life (receipt or InProgress) is more than
+// AckWait/2 old, so that the server does not redeliver them while they
+// wait: each waiting event costs one InProgress per AckWait/2. Running
+// targets have their own heartbeats.
+func (l *lease) heartbeatIdle() {
+	now := time.Now()
+	old := now.Add(-l.w.cfg.AckWait / 2)
+	var msgs []jetstream.Msg
+	l.mu.Lock()
+	for _, t := range l.targets {
+		if t.state == stateRunning {
+			continue
+		}
+		for _, pm := range []*pending{t.pm, t.held} {
+			if pm != nil && pm.at.Before(old) {
+				pm.at = now
+				msgs = append(msgs, pm.msg)
+			}
+		}
+	}
+	l.mu.Unlock()
+	for _, m := range msgs {
+		_ = m.InProgress()
+	}
+}
+
+// fold records pm as the newest event of a target being handled or
+// waiting. The caller holds l.mu.
+func (l *lease) fold(t *target, pm *pending) {
+	if t.held != nil && t.held.seq == pm.seq {
+		t.held = pm // a redelivery of the same message
+		return
+	}
+	if t.pm != nil && t.pm.seq == pm.seq {
+		t.pm = pm // a redelivery of the message it waits with
+		return
+	}
+	if t.held != nil {
+		// Superseded before it was handled; pm carries the work now.
+		_ = t.held.msg.Ack()
+		t.folded++
+	}
+	t.held = pm
+	if isUrgent(pm.msg) {
+		t.urgent = true
+	}
+	if len(t.links) < maxLinks {
+		if sc := trace.SpanContextFromContext(ExtractTrace(context.Background(), pm.msg.Headers())); sc.IsValid() {
+			t.links = append(t.links, trace.Link{SpanContext: sc})
+		}
+	}
+}
+
+// handle runs the handler for a target in a slot of pool p, then again for
+// every event that arrived meanwhile, one at a time, and settles each
+// message. It gives the slot up and sends the target back to the scheduler
+// when its guard defers it or moves it to the other pool.
+func (l *lease) handle(t *target, pm *pending, p pool) {
+	w := l.w
+	// A newer event that arrived while the target waited for a slot
+	// supersedes the one it waited with: handle that one only.
+	l.mu.Lock()
+	next, folded, links := t.take(pm)
+	l.mu.Unlock()
+	if next != nil {
+		l.supersede(pm, next, folded+1, 0, nil)
+		pm = next
+	}
+	for {
+		w.guard.begin(t.uid)
+		res, err, d := l.call(pm, links)
+		failed := err != nil && l.ctx.Err() == nil
+		w.guard.end(t.uid, failed)
+		w.metrics.ran(w.service, t.kind, p, failed)
+
+		l.mu.Lock()
+		next, folded, links = t.take(pm)
+		stopping := l.stopping()
+		if next == nil || stopping {
+			delete(l.targets, t.uid)
+		}
+		l.mu.Unlock()
+
+		switch {
+		case next != nil && !stopping:
+			// A newer event replaced this one in the stream: handle it now,
+			// unless the target must wait or change pools.
+			l.supersede(pm, next, folded, d, err)
+			pm = next
+			if !l.mustLeave(t, p) {
+				continue
+			}
+			w.sched.release(p)
+			l.mu.Lock()
+			t.state = stateNew
+			t.pm = pm
+			t.links = append(links, t.links...)
+			l.mu.Unlock()
+			l.schedule(t)
+			return
+		case next != nil:
+			_ = next.msg.Nak()
+		}
+		l.settle(pm, res, err, d)
+		w.sched.release(p)
+		l.handlers.Done()
+		return
+	}
+}
+
+// mustLeave reports whether a target running in pool p must give its slot
+// up before its next run: its guard defers it, or it is suspect in the
+// main pool (or no longer suspect in the quarantine pool).
+func (l *lease) mustLeave(t *target, p pool) bool {
+	if d, _ := l.w.guard.delay(t.uid); d > 0 {
+		return true
+	}
+	return l.w.guard.suspect(t.uid) != (p == poolQuarantine)
+}
+
+// take removes the event held for the target, unless it is a redelivery of
+// pm, and returns it with the count of older events it folded and their
+// trace links. The caller holds the lease's mutex.
+func (t *target) take(pm *pending) (next *pending, folded int, links []trace.Link) {
+	next, folded, links = t.held, t.folded, t.links
+	t.held, t.folded, t.links = nil, 0, nil
+	if next != nil && next.seq == pm.seq {
+		next = nil // a redelivery of pm
+	}
+	return next, folded, links
+}
+
+// supersede settles pm, which next replaces after folding folded events:
+// acknowledged, or dead-lettered if its handling failed permanently (err).
+func (l *lease) supersede(pm, next *pending, folded int, d time.Duration, err error) {
+	w := l.w
+	if IsPermanent(err) {
+		l.deadLetter(pm, pm.req.Delivery, "permanent error: "+err.Error())
+	} else {
+		_ = pm.msg.Ack()
+		w.metrics.handled(w.service, pm.req.Target.GetKind(), OutcomeSuperseded, d)
+	}
+	w.metrics.coalesced(w.service, folded)
+	next.req.Coalesced = folded
+}
+
+// call runs the handler once, with the per-message timeout, the event's
+// trace, InProgress heartbeats while it runs, and panics turned into errors.
+func (l *lease) call(pm *pending, links []trace.Link) (res Result, err error, d time.Duration) {
+	w := l.w
+	ctx := ExtractTrace(l.ctx, pm.msg.Headers())
+	ctx, cancel := context.WithTimeout(ctx, w.handlerTimeout)
+	defer cancel()
+	tgt := pm.req.Target
+	ctx, span := w.tracer.Start(ctx, "handle "+w.service,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithLinks(links...),
+		trace.WithAttributes(
+			attribute.String("loom.service", w.service),
+			attribute.String("loom.target.kind", tgt.GetKind()),
+			attribute.String("loom.target.namespace", tgt.GetNamespace()),
+			attribute.String("loom.target.name", tgt.GetName()),
+			attribute.String("loom.target.uid", tgt.GetUid()),
+			attribute.Int("loom.delivery", pm.req.Delivery),
+			attribute.Int("loom.coalesced", pm.req.Coalesced),
+		))
+	defer span.End()
+	pm.trace = span.SpanContext()
+
+	hb := l.heartbeat(pm)
+	defer hb.stop()
+	start := time.Now()
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
+			}
+		}()
+		res, err = w.handler.Handle(ctx, pm.req)
+	}()
+	d = time.Since(start)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return res, err, d
+}
+
+// heartbeater sends InProgress for a running message (and the message held
+// behind it) so that the server does not redeliver them while the handler
+// works longer than AckWait.
+type heartbeater struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+}
+
+func (l *lease) heartbeat(pm *pending) *heartbeater {
+	hb := &heartbeater{}
+	every := l.w.cfg.AckWait / 3
+	var beat func()
+	beat = func() {
+		hb.mu.Lock()
+		defer hb.mu.Unlock()
+		if hb.stopped {
+			return
+		}
+		_ = pm.msg.InProgress()
+		l.mu.Lock()
+		if t := l.targets[pm.req.Target.GetUid()]; t != nil && t.held != nil {
+			_ = t.held.msg.InProgress()
+		}
+		l.mu.Unlock()
+		hb.timer = time.AfterFunc(every, beat)
+	}
+	hb.mu.Lock()
+	hb.timer = time.AfterFunc(every, beat)
+	hb.mu.Unlock()
+	return hb
+}
+
+func (hb *heartbeater) stop() {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	hb.stopped = true
+	hb.timer.Stop()
+}
+
+// decodeRequest decodes a work message into its event and target, and checks
+// that the subject names that target (so that routing, and with it
+// exclusivity, cannot be fooled).
+func decodeRequest(subject string, data []byte) (*eventsv1.Event, *eventsv1.ObjectRef, error) {
+	_, _, uid, err := parseWorkSubject(subject)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev, err := DecodeEvent(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	tgt := ev.GetTarget()
+	if tgt == nil {
+		tgt = ev.GetObject()
+	}
+	if tgt.GetUid() != uid {
+		return nil, nil, fmt.Errorf("cannot accept event: subject names target %q but the event names %q", uid, tgt.GetUid())
+	}
+	return ev, tgt, nil
+}

@@ -1,0 +1,46 @@
+package bus
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// SchedulingFlags are the command-line flags of a Worker's scheduling that
+// every consuming service offers, with environment-variable fallbacks:
+// --fair-key (LOOM_FAIR_KEY) and --target-budget (LOOM_TARGET_BUDGET).
+type SchedulingFlags struct {
+	FairKey      string
+	TargetBudget int
+}
+
+// Register adds the flags to fs, defaulting to the environment, then to
+// the bus's defaults.
+func (f *SchedulingFlags) Register(fs *flag.FlagSet) {
+	key := os.Getenv("LOOM_FAIR_KEY")
+	if key == "" {
+		key = FairKeyNamespace
+	}
+	budget := DefaultTargetBudget
+	if v, err := strconv.Atoi(os.Getenv("LOOM_TARGET_BUDGET")); err == nil {
+		budget = v
+	}
+	fs.StringVar(&f.FairKey, "fair-key", key,
+		"tenant key that waiting work is served round-robin across: namespace or none (env LOOM_FAIR_KEY)")
+	fs.IntVar(&f.TargetBudget, "target-budget", budget,
+		"handler runs one target may have in any minute on this replica; 0 for no budget (env LOOM_TARGET_BUDGET)")
+}
+
+// Options returns the Worker options the flags ask for, or an error naming
+// the flag that is invalid.
+func (f SchedulingFlags) Options() ([]WorkerOption, error) {
+	key, err := ParseFairKey(f.FairKey)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --fair-key: %w", err)
+	}
+	if f.TargetBudget < 0 {
+		return nil, fmt.Errorf("invalid --target-budget: %d is negative", f.TargetBudget)
+	}
+	return []WorkerOption{WithFairKey(key), WithTargetBudget(f.TargetBudget)}, nil
+}

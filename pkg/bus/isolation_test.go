@@ -1,0 +1,255 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/loomxr/loom/pkg/bus"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+)
+
+// nsEvent is a MODIFIED event for a namespaced object.
+func nsEvent(ns, id string, rv int) *eventsv1.Event {
+	ev := event(id, rv)
+	ev.Object.Namespace = ns
+	return ev
+}
+
+// With a backlog of one tenant's requests already waiting for the only
+// handler slot, a request of another tenant is handled within a couple of
+// handler runs when the queues are fair between tenants, and after the
+// whole backlog when they are not. Runs are counted, not timed.
+func TestFairBetweenTenants(t *testing.T) {
+	const backlog = 200
+	cases := map[string]struct {
+		reason string
+		key    func(bus.Request) string
+		// maxBefore is the most runs of the backlog before tenant b's.
+		maxBefore int
+		minBefore int
+	}{
+		"Namespace": {
+			reason:    "Fair by namespace: b's request waits at most one run of a's, after the run holding the slot.",
+			key:       bus.NamespaceKey,
+			maxBefore: 2,
+		},
+		"None": {
+			reason:    "First come, first served: b's request waits behind a's whole backlog (the contrast that shows the fairness is what helps).",
+			key:       bus.NoKey,
+			minBefore: backlog,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, testConfig())
+			p := h.publisher()
+			b := newBlocker()
+			publishAll(t, p, nsEvent("a", uid(0), 1))
+			r := h.start(bus.Renderer, "r0", b, bus.WithConcurrency(1), bus.WithFairKey(tc.key))
+			<-b.started
+			var evs []*eventsv1.Event
+			for i := 1; i < backlog; i++ {
+				evs = append(evs, nsEvent("a", uid(i), 1))
+			}
+			publishAll(t, p, evs...)
+			eventually(t, time.Minute, "the backlog waiting", func() bool { _, n := r.w.Waiting(); return n == backlog-1 })
+			late := uid(100_000)
+			publishAll(t, p, nsEvent("b", late, 1))
+			eventually(t, time.Minute, "b's request waiting", func() bool { _, n := r.w.Waiting(); return n == backlog })
+			close(b.release)
+			eventually(t, 60*time.Second, "every request handled", func() bool { return len(b.handled()) == backlog+1 })
+			before := slices.Index(b.handled(), late)
+			t.Logf("runs of tenant a's backlog of %d before tenant b's request: %d", backlog, before)
+			if before > tc.maxBefore && tc.maxBefore > 0 || before < tc.minBefore {
+				t.Errorf("%s\n%d runs before b's request; want between %d and %d", tc.reason, before, tc.minBefore, max(tc.maxBefore, tc.minBefore))
+			}
+		})
+	}
+}
+
+// poisoned is a handler whose calls for one target (poison) fail and, like
+// an XR whose failure is written to its status, bring the target back with
+// a new event each time; other targets succeed.
+type poisoned struct {
+	poison string
+	pub    *bus.Publisher
+	block  bool // a failing call waits for its context (a timeout)
+
+	mu     sync.Mutex
+	starts []time.Time // of the poison's calls
+	others map[string]int
+	rv     int
+	active atomic.Int32 // poison calls running
+}
+
+func (h *poisoned) Handle(ctx context.Context, r bus.Request) (bus.Result, error) {
+	if r.Target.GetUid() != h.poison {
+		h.mu.Lock()
+		h.others[r.Target.GetUid()]++
+		h.mu.Unlock()
+		return bus.Result{}, nil
+	}
+	h.active.Add(1)
+	defer h.active.Add(-1)
+	h.mu.Lock()
+	h.starts = append(h.starts, time.Now())
+	h.rv++
+	rv := h.rv
+	h.mu.Unlock()
+	ev := event(h.poison, rv+1)
+	ev.Object.Kind = "XMetric"
+	if err := h.pub.Publish(context.WithoutCancel(ctx), bus.Binder, ev); err != nil {
+		return bus.Result{}, err
+	}
+	if h.block {
+		<-ctx.Done()
+		return bus.Result{}, fmt.Errorf("poisoned: %w", ctx.Err())
+	}
+	return bus.Result{}, errBoom
+}
+
+func (h *poisoned) runs() []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.starts)
+}
+
+func (h *poisoned) handled(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.others[id]
+}
+
+// A target that keeps failing backs off exponentially across the new events
+// it brings itself back with (each of which starts again at delivery 1),
+// rather than running again at once.
+func TestBackoffAcrossEvents(t *testing.T) {
+	h := newHarness(t, testConfig())
+	hd := &poisoned{poison: uid(7), pub: h.publisher(), others: map[string]int{}}
+	const initial = 100 * time.Millisecond
+	h.start(bus.Binder, "b0", hd, bus.WithBackoff(func() backoff.BackOff {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval = initial
+		b.Multiplier = 2
+		b.RandomizationFactor = 0
+		b.MaxInterval = time.Minute
+		b.MaxElapsedTime = 0
+		b.Reset()
+		return b
+	}))
+	ev := event(hd.poison, 1)
+	ev.Object.Kind = "XMetric"
+	if err := hd.pub.Publish(t.Context(), bus.Binder, ev); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "five runs of the failing target", func() bool { return len(hd.runs()) >= 5 })
+	runs := hd.runs()
+	for i := 1; i < 5; i++ {
+		gap, want := runs[i].Sub(runs[i-1]), initial<<(i-1)
+		t.Logf("gap before run %d: %s (backoff %s)", i+1, gap.Round(time.Millisecond), want)
+		if gap < want {
+			t.Errorf("run %d started %s after run %d; want at least the backoff of %d failures, %s", i+1, gap, i, i, want)
+		}
+	}
+}
+
+// A target may run at most its budget of times in a minute: a target that
+// never settles (it requeues itself at once) stops at the budget, its next
+// event held without a slot, while others are handled.
+func TestTargetBudget(t *testing.T) {
+	const budget = 5
+	h := newHarness(t, testConfig())
+	p := h.publisher()
+	hot := uid(1)
+	var runs atomic.Int32
+	var others atomic.Int32
+	r := h.start(bus.Renderer, "r0", bus.HandlerFunc(func(_ context.Context, req bus.Request) (bus.Result, error) {
+		if req.Target.GetUid() != hot {
+			others.Add(1)
+			return bus.Result{}, nil
+		}
+		runs.Add(1)
+		return bus.Result{RequeueAfter: time.Millisecond}, nil
+	}), bus.WithTargetBudget(budget))
+	publishAll(t, p, event(hot, 1))
+	eventually(t, 20*time.Second, "the budget spent", func() bool { return runs.Load() == budget })
+	// Its requeued request reaches the worker and is held back, without a
+	// slot: it is delivered and does not wait in the scheduler.
+	eventually(t, 20*time.Second, "the next request held", func() bool {
+		u, n := r.w.Waiting()
+		return h.delivered(t, bus.Renderer, hot, false) && u+n == 0
+	})
+	var evs []*eventsv1.Event
+	for i := 2; i < 50; i++ {
+		evs = append(evs, event(uid(i), 1))
+	}
+	publishAll(t, p, evs...)
+	eventually(t, 20*time.Second, "the other targets handled", func() bool { return others.Load() == int32(len(evs)) })
+	if got := runs.Load(); got != budget {
+		t.Errorf("runs of the target within the minute: got %d, want its budget %d", got, budget)
+	}
+}
+
+// A target whose handler times out runs in the quarantine pool after its
+// first failure: it never again holds one of the main pool's slots, and
+// healthy targets are handled in the main pool meanwhile. Counted from the
+// worker's metrics, by pool.
+func TestQuarantine(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	otel.SetMeterProvider(mp)
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+
+	h := newHarness(t, testConfig())
+	hd := &poisoned{poison: uid(9), pub: h.publisher(), block: true, others: map[string]int{}}
+	h.start(bus.Binder, "b0", hd, bus.WithConcurrency(1), bus.WithQuarantine(1),
+		bus.WithHandlerTimeout(200*time.Millisecond),
+		bus.WithBackoff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }))
+	ev := event(hd.poison, 1)
+	ev.Object.Kind = "XMetric"
+	if err := hd.pub.Publish(t.Context(), bus.Binder, ev); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the poisoned target failed once", func() bool { return len(hd.runs()) >= 2 })
+	var ids []string
+	for i := 100; i < 130; i++ {
+		ids = append(ids, uid(i))
+		e := event(uid(i), 1)
+		e.Object.Kind = "XMetric"
+		if err := hd.pub.Publish(t.Context(), bus.Binder, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "the healthy targets handled", func() bool {
+		for _, id := range ids {
+			if hd.handled(id) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, 20*time.Second, "the poison's runs counted", func() bool {
+		got := collect(t, reader)
+		return got["loom.bus.handler.runs{failed=true,kind=XMetric,pool=quarantine,service=binder}"] >= 1
+	})
+	got := collect(t, reader)
+	mainFailed := got["loom.bus.handler.runs{failed=true,kind=XMetric,pool=main,service=binder}"]
+	quarantined := got["loom.bus.handler.runs{failed=true,kind=XMetric,pool=quarantine,service=binder}"]
+	mainOK := got["loom.bus.handler.runs{failed=false,kind=XMetric,pool=main,service=binder}"]
+	t.Logf("failed runs in the main pool %d, in quarantine %d; healthy runs in the main pool %d", mainFailed, quarantined, mainOK)
+	if mainFailed != 1 {
+		t.Errorf("failed runs in the main pool: got %d, want 1 (the first, before the target was known to fail)", mainFailed)
+	}
+	if mainOK < int64(len(ids)) {
+		t.Errorf("healthy runs in the main pool: got %d, want at least %d", mainOK, len(ids))
+	}
+}

@@ -1,0 +1,123 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// settle maps a handler outcome to an acknowledgement.
+func (l *lease) settle(pm *pending, res Result, err error, d time.Duration) {
+	w := l.w
+	req := pm.req
+	debug := w.log.Enabled(context.Background(), slog.LevelDebug)
+	switch {
+	case err == nil && res.RequeueAfter <= 0:
+		_ = pm.msg.Ack()
+		w.metrics.handled(w.service, req.Target.GetKind(), OutcomeSuccess, d)
+		if debug {
+			l.logFor(pm).Debug("handled", "duration", d, "coalesced", req.Coalesced)
+		}
+	case err == nil:
+		l.requeue(pm, res.RequeueAfter)
+		w.metrics.handled(w.service, req.Target.GetKind(), OutcomeRequeue, d)
+		if debug {
+			l.logFor(pm).Debug("handled; requeued", "after", res.RequeueAfter, "duration", d)
+		}
+	case l.ctx.Err() != nil:
+		// Cancelled because this replica is giving the partition up: not the
+		// event's fault. Hand it to the next owner at once.
+		_ = pm.msg.Nak()
+		l.logFor(pm).Info("handler cancelled while giving up the partition", "error", err)
+	case IsPermanent(err):
+		l.deadLetter(pm, req.Delivery, "permanent error: "+err.Error())
+		l.logFor(pm).Info("handler failed permanently; dead-lettered", "error", err)
+	default:
+		delay, ok := l.backoff(req.Delivery)
+		if !ok || req.Delivery >= w.cfg.MaxDeliver {
+			l.deadLetter(pm, req.Delivery, fmt.Sprintf("failed %d deliveries; last error: %v", req.Delivery, err))
+			l.logFor(pm).Info("handler failed; deliveries exhausted, dead-lettered", "error", err)
+			return
+		}
+		_ = pm.msg.NakWithDelay(delay)
+		w.metrics.handled(w.service, req.Target.GetKind(), OutcomeError, d)
+		l.logFor(pm).Info("handler failed; will retry", "error", err, "retry_in", delay)
+	}
+}
+
+// logFor is the logger for one handling: the target, the delivery and the
+// trace.
+func (l *lease) logFor(pm *pending) *slog.Logger {
+	t := pm.req.Target
+	log := l.w.log.With("partition", l.p, "kind", t.GetKind(), "namespace", t.GetNamespace(),
+		"name", t.GetName(), "uid", t.GetUid(), "delivery", pm.req.Delivery)
+	if pm.trace.IsValid() {
+		log = log.With("trace_id", pm.trace.TraceID().String(), "span_id", pm.trace.SpanID().String())
+	}
+	return log
+}
+
+// backoff returns the delay before the delivery after delivery, or false if
+// the backoff says stop.
+func (l *lease) backoff(delivery int) (time.Duration, bool) {
+	b := l.w.newBackOff()
+	var d time.Duration
+	for range max(1, delivery) {
+		if d = b.NextBackOff(); d == backoff.Stop {
+			return 0, false
+		}
+	}
+	return d, true
+}
+
+// requeue asks for the target to be handled again after delay: it publishes
+// a copy of the event, stamped not-before, in place of the original (which is
+// then acknowledged), unless a newer event for the target has arrived
+// meanwhile. A copy starts again at delivery 1, so requeues never count
+// towards MaxDeliver.
+func (l *lease) requeue(pm *pending, delay time.Duration) {
+	cp := nats.NewMsg(pm.msg.Subject())
+	cp.Data = pm.msg.Data()
+	for k, v := range pm.msg.Headers() {
+		if republished(k) {
+			cp.Header[k] = v
+		}
+	}
+	cp.Header.Set(HeaderNotBefore, strconv.FormatInt(time.Now().Add(delay).UnixNano(), 10))
+	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	defer cancel()
+	_, err := l.w.js.PublishMsg(ctx, cp, jetstream.WithExpectLastSequencePerSubject(pm.seq))
+	var jsErr jetstream.JetStreamError
+	switch {
+	case err == nil:
+		_ = pm.msg.Ack()
+	case errors.As(err, &jsErr) && jsErr.APIError() != nil &&
+		(jsErr.APIError().ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			jsErr.APIError().ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		// A newer event replaced this one; it will be handled soon anyway.
+		_ = pm.msg.Ack()
+	default:
+		// Fall back to a delayed redelivery, which counts as a delivery.
+		_ = pm.msg.NakWithDelay(delay)
+	}
+}
+
+// notBefore reads the requeue stamp of a message, or the zero time.
+func notBefore(h nats.Header) time.Time {
+	v := h.Get(HeaderNotBefore)
+	if v == "" {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
