@@ -18,6 +18,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/bus/bustest"
+	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
 
@@ -109,7 +110,7 @@ func TestThreeReplicasNeverOverlap(t *testing.T) {
 		return bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
 			i, err := strconv.Atoi(r.Target.GetUid()[len(r.Target.GetUid())-12:])
 			if err != nil {
-				return bus.Result{}, bus.Permanent(err)
+				return bus.Result{}, reconcile.Terminal(err)
 			}
 			if active[i].Add(1) > 1 {
 				overlaps.Add(1)
@@ -257,7 +258,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 		n.(*atomic.Int32).Add(1)
 		switch {
 		case r.Target.GetUid() == permanent:
-			return bus.Result{}, bus.Permanent(fmt.Errorf("composition %q not found", "missing"))
+			return bus.Result{}, reconcile.Terminal(fmt.Errorf("composition %q not found", "missing"))
 		case !fixed.Load():
 			return bus.Result{}, fmt.Errorf("cannot reach function: %w", errBoom)
 		}
@@ -794,7 +795,7 @@ func TestResyncRequeuedAndDeadLettered(t *testing.T) {
 		if n.(*atomic.Int32).Add(1) == 1 {
 			return bus.Result{RequeueAfter: 10 * time.Millisecond}, nil
 		}
-		return bus.Result{}, bus.Permanent(fmt.Errorf("invalid composition"))
+		return bus.Result{}, reconcile.Terminal(fmt.Errorf("invalid composition"))
 	}))
 	pub := h.publisher()
 	for i := 1; i <= 2; i++ {

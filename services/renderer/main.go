@@ -281,7 +281,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	h := route.NewHandler(index,
 		definition.NewReconciler(client, index,
 			definition.WithRecorder(rec), definition.WithLogger(rt.Log), definition.WithAggregatedRoles(f.manageRBAC)),
-		revision.NewReconciler(client, store, index, pub,
+		revision.NewReconciler(client, store, index, pub, bus.Renderer,
 			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource("renderer/"+rt.Config.ReplicaID)),
 		composite.NewReconciler(client, index, store, copts...),
 		resolver, rt.Log)

@@ -170,7 +170,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 		return w != nil && slices.Contains(w.Owned(), bus.Partition(string(uid), cfg.Partitions))
 	}
 	var store *secret.Store
-	trk := tracker.New(md, pub,
+	trk := tracker.New(md, pub, tracker.Services{Secrets: bus.Secrets, Renderer: bus.Renderer},
 		tracker.WithLogger(rt.Log),
 		tracker.WithSource(source),
 		tracker.WithOwnWrites(func(k secret.Key, rv string) bool { return store.Written(k, rv) }),
@@ -180,7 +180,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 
 	xrs := composite.NewReconciler(c, definition.New(c, f.definitionTTL), store, trk,
 		composite.WithLogger(rt.Log), composite.WithRecorder(rec), composite.WithStagingNamespace(f.grpc.namespace))
-	h := route.NewHandler(xrs, c, pub, rt.Log, source)
+	h := route.NewHandler(xrs, c, pub, bus.Secrets, rt.Log, source)
 	w, err := bus.NewWorker(rt.NATS, js, bus.Secrets, rt.Config.ReplicaID, h,
 		bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency))
 	if err != nil {
@@ -214,7 +214,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	}
 	if f.grpc.addr != "" {
 		// Its own Store: the tracker must see the staging Secrets it writes.
-		srv := staging.NewServer(secret.New(c, staging.ReadThrough(trk)), pub, f.grpc.namespace, staging.WithLogger(rt.Log), staging.WithSource(source))
+		srv := staging.NewServer(secret.New(c, staging.ReadThrough(trk)), pub, bus.Secrets, f.grpc.namespace, staging.WithLogger(rt.Log), staging.WithSource(source))
 		stop, err := serveGRPC(rt, srv, f.grpc)
 		if err != nil {
 			return err

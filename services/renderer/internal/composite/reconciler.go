@@ -62,9 +62,9 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
-	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/compose"
 	"github.com/loomxr/loom/pkg/fn"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/watchreq"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/connection"
@@ -243,7 +243,7 @@ func (s *state) namespaced() bool { return s.xrd.GetScope() == v1.CompositeResou
 // Reconcile renders the XR the request names. It is idempotent and writes
 // only what changed. The result asks for the XR again when a function's TTL
 // runs out.
-func (r *Reconciler) Reconcile(ctx context.Context, req Request) (bus.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req Request) (reconcile.Result, error) {
 	tally := &kube.Tally{}
 	ctx = kube.WithTally(ctx, tally)
 	start := time.Now()
@@ -253,35 +253,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req Request) (bus.Result, er
 	return res, err
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Result, error) {
 	xr, err := r.client.Get(ctx, req.GVK, req.Namespace, req.Name)
 	if kerrors.IsNotFound(err) {
-		return bus.Result{}, r.forget(ctx, req.UID)
+		return reconcile.Result{}, r.forget(ctx, req.UID)
 	}
 	if err != nil {
-		return bus.Result{}, fmt.Errorf("cannot get %s %q: %w", req.GVK.Kind, req.Name, err)
+		return reconcile.Result{}, fmt.Errorf("cannot get %s %q: %w", req.GVK.Kind, req.Name, err)
 	}
 	if req.UID != "" && xr.GetUID() != req.UID {
 		// The event was for an XR of the same name that is gone.
 		if err := r.forget(ctx, req.UID); err != nil {
-			return bus.Result{}, err
+			return reconcile.Result{}, err
 		}
 	}
 	xrd, err := r.defs.ForComposite(ctx, req.GVK.GroupKind())
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if xrd == nil {
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	if xr.GetDeletionTimestamp() != nil {
 		// Kubernetes garbage collection deletes the composed resources
 		// through their controller references.
-		return bus.Result{}, r.forget(ctx, xr.GetUID())
+		return reconcile.Result{}, r.forget(ctx, xr.GetUID())
 	}
 	st := &state{xr: xr, xrd: xrd, machinery: strings.Split(xcrd.SpecMachineryPath(xrd.GetScope()), "."), composer: r.client}
 	if xr.GetAnnotations()[AnnotationPaused] == "true" {
-		return bus.Result{}, r.paused(ctx, st)
+		return reconcile.Result{}, r.paused(ctx, st)
 	}
 	sel := &selection{patch: map[string]any{}}
 	if err := r.impersonate(st); err != nil {
@@ -305,7 +305,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 
 	observed, err := r.observe(ctx, st)
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	spec := &sel.revision.Spec.CompositionSpec
 	var out *rendered
@@ -319,7 +319,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	}
 	if out != nil {
 		if werr := r.recordWatches(ctx, st, out); werr != nil {
-			return bus.Result{}, werr
+			return reconcile.Result{}, werr
 		}
 	}
 	if err != nil {
@@ -335,7 +335,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 		sel.patch[xcrd.FieldResourceRefs] = refs
 	}
 	if err := r.patchSpec(ctx, st, sel); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	applyErr := r.applyResources(ctx, st, out)
 	gcErr := r.garbageCollect(ctx, st, gc)
@@ -344,15 +344,15 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	errs := append(append([]error{}, out.errs...), applyErr, gcErr, detailsErr)
 	synced := errors.Join(errs...)
 	if err := r.writeStatus(ctx, st, out, synced); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	r.emitResults(st, out)
-	result := bus.Result{RequeueAfter: out.requeueAfter}
+	result := reconcile.Result{RequeueAfter: out.requeueAfter}
 	if synced == nil {
 		return result, nil
 	}
 	if permanent(synced) {
-		return result, bus.Permanent(synced)
+		return result, reconcile.Terminal(synced)
 	}
 	return result, synced
 }
@@ -360,25 +360,25 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 // fail records a render that produced nothing to apply: the selection refs
 // decided so far, the Synced condition, the watched resources. It returns the
 // error classified for the bus.
-func (r *Reconciler) fail(ctx context.Context, st *state, sel *selection, out *rendered, cause error) (bus.Result, error) {
+func (r *Reconciler) fail(ctx context.Context, st *state, sel *selection, out *rendered, cause error) (reconcile.Result, error) {
 	if err := r.patchSpec(ctx, st, sel); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if out == nil {
 		out = &rendered{}
 	}
 	out.failed = true
 	if err := r.writeStatus(ctx, st, out, cause); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	r.emitResults(st, out)
 	switch {
 	case permanent(cause):
-		return bus.Result{}, bus.Permanent(cause)
+		return reconcile.Result{}, reconcile.Terminal(cause)
 	case waiting(cause):
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	default:
-		return bus.Result{}, cause
+		return reconcile.Result{}, cause
 	}
 }
 
