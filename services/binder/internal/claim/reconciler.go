@@ -9,10 +9,18 @@
 // update re-reads the claim and carries on with the winner's name, and a
 // crash between the two steps leaves a name that the next reconcile creates.
 //
+// The XR is created with a plain create, never a server-side apply: under the
+// shared field manager an apply would let a second claim that generated the
+// same name take the XR over. AlreadyExists is fine only when the existing
+// XR's claimRef names this claim; when it names another claim and the name was
+// generated for this one (two claims raced for one name), the claim gets a
+// new name, again by an update with the resourceVersion precondition.
+//
 // Writes: the claim's resourceRef, finalizer, back-propagated spec fields and
 // external name are written by optimistic updates (they need the
-// resourceVersion precondition); the XR and the claim's status are written by
-// server-side apply as field manager loom-binder. Nothing is written when the
+// resourceVersion precondition); later changes to the XR and the claim's
+// status are written by server-side apply as field manager loom-binder.
+// Conflicts are requeues (reconcile.Result.Requeue), not errors. Nothing is written when the
 // computed intent already holds, and a claim's first status waits for its
 // XR's first status. Binding a claim costs two writes (the claim's update
 // and the XR's creation); propagation costs one write per change that
@@ -150,8 +158,9 @@ func NewReconciler(c Client, d Definitions, o ...Option) *Reconciler {
 // and its composite resource in line: bind (name-then-create or static),
 // propagate claim to XR and XR to claim, or, for a deleted claim, delete or
 // release the XR and drop the finalizer. It is idempotent and writes nothing
-// when nothing changed. A returned error means "retry later"; failures the
-// user must fix are reported on the claim's conditions and return nil.
+// when nothing changed. A returned error means "retry later" with backoff; a
+// lost optimistic-concurrency race returns Result.Requeue; failures the user
+// must fix are reported on the claim's conditions and return nil.
 func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (reconcile.Result, error) {
 	log := r.log.With("claim", namespace+"/"+name, "kind", gvk.Kind)
 	d, err := r.defs.ForClaim(ctx, gvk.GroupKind())
