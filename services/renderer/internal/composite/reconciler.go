@@ -51,7 +51,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +58,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
@@ -173,6 +173,18 @@ type Reconciler struct {
 // An Option configures a Reconciler.
 type Option func(*Reconciler)
 
+// WithMemoSize sets how many XRs the reconciler remembers what it last told
+// the watcher and last emitted as function results for (default
+// DefaultMemoSize). Beyond it the least recently rendered are forgotten and
+// checked again on their next render.
+func WithMemoSize(n int) Option {
+	return func(rc *Reconciler) {
+		if n > 0 {
+			rc.memo = newMemo(n)
+		}
+	}
+}
+
 // WithRecorder sets the Event recorder (default: none).
 func WithRecorder(r event.Recorder) Option { return func(rc *Reconciler) { rc.rec = r } }
 
@@ -209,7 +221,7 @@ func WithImpersonation(as func(user string) (Client, error)) Option {
 
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, revs Revisions, o ...Option) *Reconciler {
-	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(16384)}
+	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(DefaultMemoSize)}
 	for _, fn := range o {
 		fn(r)
 	}
@@ -479,71 +491,55 @@ func (r *Reconciler) recordWatches(ctx context.Context, st *state, out *rendered
 	return nil
 }
 
-// memo is a bounded per-XR memory of a replica.
+// DefaultMemoSize is how many XRs a replica's memo remembers by default.
+const DefaultMemoSize = 16384
+
+// memo is a bounded per-XR memory of a replica: two least-recently-used
+// caches, so that above its size only the XRs used longest ago are
+// forgotten (a forgotten XR is checked again on its next render) instead of
+// all of them at once. The caches are safe for concurrent use.
 type memo struct {
-	mu      sync.Mutex
-	max     int
-	watches map[types.UID]string
-	results map[types.UID]string
+	watches *lru.Cache // types.UID to the encoding of its watch requests
+	results *lru.Cache // types.UID to the encoding of its function results
 }
 
-func newMemo(max int) *memo {
-	return &memo{max: max, watches: map[types.UID]string{}, results: map[types.UID]string{}}
+func newMemo(size int) *memo {
+	return &memo{watches: lru.New(size), results: lru.New(size)}
+}
+
+// changed reports whether key differs from what c holds for uid (unknown
+// counts as changed), and records key.
+func changed(c *lru.Cache, uid types.UID, key string) bool {
+	if prev, ok := c.Get(uid); ok && prev.(string) == key {
+		return false
+	}
+	c.Add(uid, key)
+	return true
 }
 
 // watchesChanged reports whether key differs from what was last recorded
 // for uid (unknown counts as changed: the watcher may hold requests from
 // before a restart), and records key.
-func (m *memo) watchesChanged(uid types.UID, key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if prev, known := m.watches[uid]; known && prev == key {
-		return false
-	}
-	if len(m.watches) >= m.max {
-		m.watches = map[types.UID]string{}
-	}
-	m.watches[uid] = key
-	return true
-}
+func (m *memo) watchesChanged(uid types.UID, key string) bool { return changed(m.watches, uid, key) }
 
 // hasWatches reports whether uid may have watch requests recorded.
 func (m *memo) hasWatches(uid types.UID) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	k, ok := m.watches[uid]
-	return !ok || k != noWatches
+	k, ok := m.watches.Get(uid)
+	return !ok || k.(string) != noWatches
 }
 
 // noWatches is the encoding of no watch requests.
 const noWatches = "[]"
 
-func (m *memo) forgetWatches(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.watches, uid)
-}
+func (m *memo) forgetWatches(uid types.UID) { m.watches.Remove(uid) }
 
 // resultsChanged reports whether key differs from the results last emitted
 // for uid, and records it.
-func (m *memo) resultsChanged(uid types.UID, key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if prev, ok := m.results[uid]; ok && prev == key {
-		return false
-	}
-	if len(m.results) >= m.max {
-		m.results = map[types.UID]string{}
-	}
-	m.results[uid] = key
-	return true
-}
+func (m *memo) resultsChanged(uid types.UID, key string) bool { return changed(m.results, uid, key) }
 
 func (m *memo) forget(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.watches, uid)
-	delete(m.results, uid)
+	m.watches.Remove(uid)
+	m.results.Remove(uid)
 }
 
 // emitResults turns the function results of a render into Events, when they
