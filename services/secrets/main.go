@@ -68,6 +68,7 @@ import (
 
 // flags are the secrets service's own flags, beyond the standard ones.
 type flags struct {
+	memoSize      int
 	busReplicas   int
 	partitions    int
 	concurrency   int
@@ -88,6 +89,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
 	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
+	fs.IntVar(&f.memoSize, "memo-size", service.EnvInt("LOOM_SECRETS_MEMO_SIZE", secret.DefaultMemoSize),
+		"connection Secrets whose last write this replica remembers; beyond it the least recently used cost a read again (env LOOM_SECRETS_MEMO_SIZE)")
 	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_SECRETS_CONCURRENCY", 16),
 		"targets handled at once by this replica (env LOOM_SECRETS_CONCURRENCY)")
 	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_SECRETS_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_SECRETS_KUBE_QPS)")
@@ -176,7 +179,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 		tracker.WithOwnWrites(func(k secret.Key, rv string) bool { return store.Written(k, rv) }),
 		tracker.WithOwnerTracing(c, owns),
 	)
-	store = secret.New(c, trk)
+	store = secret.New(c, trk, secret.WithMemoSize(f.memoSize))
 
 	xrs := composite.NewReconciler(c, definition.New(c, f.definitionTTL), store, trk,
 		composite.WithLogger(rt.Log), composite.WithRecorder(rec), composite.WithStagingNamespace(f.grpc.namespace))
