@@ -563,7 +563,7 @@ func (r *Reconciler) condition(st *xrState, res connection.Result, published boo
 }
 
 // fail records a failure on the XR's condition (and as a Warning event when
-// the condition changes). A permanent failure is returned as bus.Permanent:
+// the condition changes). A permanent failure is returned as reconcile.Terminal:
 // only a change of the input can fix it, and that change is an event.
 func (r *Reconciler) fail(ctx context.Context, st *xrState, reason common.ConditionReason, cause error, permanent bool) error {
 	c := newCondition(corev1.ConditionFalse, reason, cause.Error())
