@@ -242,3 +242,76 @@ func pollUntil(ctx context.Context, timeout time.Duration, f func() error) error
 		}
 	}
 }
+
+// testBindingNameTaken shows two claims racing for one generated XR name
+// (claims of the same name in two namespaces generate names from the same
+// base): the first claim's XR is created; the second claim's resourceRef is
+// set to that name, as if it had generated the same name and lost the
+// create. The binder must give the second claim a new name and its own XR,
+// and the first XR must not change hands (same UID, same claimRef).
+func testBindingNameTaken(t *testing.T, env *binderEnv) {
+	ctx := t.Context()
+	nsA := env.namespace(t, "binder-taken-a")
+	nsB := env.namespace(t, "binder-taken-b")
+	newClaim := func(ns string) *unstructured.Unstructured {
+		c := &unstructured.Unstructured{Object: map[string]any{
+			"spec": map[string]any{"parameters": map[string]any{"size": "small", "replicas": int64(1)}},
+		}}
+		c.SetGroupVersionKind(claimGVK)
+		c.SetNamespace(ns)
+		c.SetName("taken")
+		return c
+	}
+	if _, err := env.client(claimGVK, nsA).Create(ctx, newClaim(nsA), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var first *unstructured.Unstructured
+	framework.Eventually(t, 2*time.Minute, func() error {
+		c, err := env.get(ctx, claimGVK, nsA, "taken")
+		if err != nil || c == nil {
+			return fmt.Errorf("claim: %v", err)
+		}
+		name, _, _ := unstructured.NestedString(c.Object, "spec", "resourceRef", "name")
+		if name == "" {
+			return errors.New("claim not bound yet")
+		}
+		xr, err := env.get(ctx, xrGVK, "", name)
+		if err != nil || xr == nil {
+			return fmt.Errorf("XR %q not created yet: %v", name, err)
+		}
+		first = xr
+		return nil
+	})
+
+	b := newClaim(nsB)
+	_ = unstructured.SetNestedMap(b.Object, map[string]any{"apiVersion": xrGVK.GroupVersion().String(), "kind": xrGVK.Kind, "name": first.GetName()}, "spec", "resourceRef")
+	if _, err := env.client(claimGVK, nsB).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 2*time.Minute, func() error {
+		c, err := env.get(ctx, claimGVK, nsB, "taken")
+		if err != nil || c == nil {
+			return fmt.Errorf("claim: %v", err)
+		}
+		name, _, _ := unstructured.NestedString(c.Object, "spec", "resourceRef", "name")
+		if name == first.GetName() {
+			return fmt.Errorf("the second claim still names %q", name)
+		}
+		xr, err := env.get(ctx, xrGVK, "", name)
+		if err != nil || xr == nil {
+			return fmt.Errorf("XR %q not created yet: %v", name, err)
+		}
+		if ns, _, _ := unstructured.NestedString(xr.Object, "spec", "claimRef", "namespace"); ns != nsB {
+			return fmt.Errorf("XR %q is bound to a claim in namespace %q, want %q", name, ns, nsB)
+		}
+		return nil
+	})
+	xr, err := env.get(ctx, xrGVK, "", first.GetName())
+	if err != nil || xr == nil {
+		t.Fatalf("cannot get the first claim's XR %q: %v", first.GetName(), err)
+	}
+	ns, _, _ := unstructured.NestedString(xr.Object, "spec", "claimRef", "namespace")
+	if xr.GetUID() != first.GetUID() || ns != nsA {
+		t.Errorf("XR %q changed hands: UID %s (was %s), claim namespace %q (want %q)", xr.GetName(), xr.GetUID(), first.GetUID(), ns, nsA)
+	}
+}

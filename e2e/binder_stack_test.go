@@ -357,6 +357,7 @@ func (e *binderEnv) writes(ctx context.Context, resource string) (float64, error
 func TestBinder(t *testing.T) {
 	env := startBinderStack(t)
 	t.Run("BindingRace", func(t *testing.T) { testBindingRace(t, env) })
+	t.Run("BindingNameTaken", func(t *testing.T) { testBindingNameTaken(t, env) })
 	t.Run("ClaimLifecycle", func(t *testing.T) { testClaimLifecycle(t, env) })
 	t.Run("References", func(t *testing.T) { testReferences(t, env) })
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/bus/bustest"
+	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
 
@@ -41,7 +42,7 @@ func TestDLQListAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, err := bus.NewWorker(nc, js, bus.Binder, "b0", bus.HandlerFunc(func(context.Context, bus.Request) (bus.Result, error) {
-		return bus.Result{}, bus.Permanent(errors.New(`reference "db" matches nothing`))
+		return bus.Result{}, reconcile.Terminal(errors.New(`reference "db" matches nothing`))
 	}), bus.WithConfig(cfg), bus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/loomxr/loom/pkg/reconcile"
+
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
 
@@ -465,7 +467,7 @@ func (t *target) take(pm *pending) (next *pending, folded int, links []trace.Lin
 // acknowledged, or dead-lettered if its handling failed permanently (err).
 func (l *lease) supersede(pm, next *pending, folded int, d time.Duration, err error) {
 	w := l.w
-	if IsPermanent(err) {
+	if reconcile.IsTerminal(err) {
 		l.deadLetter(pm, pm.req.Delivery, "permanent error: "+err.Error())
 	} else {
 		_ = pm.msg.Ack()

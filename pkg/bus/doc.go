@@ -164,7 +164,7 @@
 //     towards MaxDeliver. A copy delivered early is Nak'd until its time.
 //   - error: NakWithDelay with exponential backoff (cenkalti/backoff, from the
 //     delivery count), until delivery MaxDeliver, then dead-letter and Term.
-//   - Permanent(err): dead-letter and Term at once.
+//   - reconcile.Terminal(err): dead-letter and Term at once.
 //   - a message that is not a valid event, or whose subject does not name the
 //     event's target: dead-letter and Term at once.
 //   - a message delivered more than MaxDeliver times (its handlers kept

@@ -11,6 +11,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/loomxr/loom/pkg/reconcile"
 )
 
 // settle maps a handler outcome to an acknowledgement.
@@ -19,24 +21,30 @@ func (l *lease) settle(pm *pending, res Result, err error, d time.Duration) {
 	req := pm.req
 	debug := w.log.Enabled(context.Background(), slog.LevelDebug)
 	switch {
-	case err == nil && res.RequeueAfter <= 0:
+	case err == nil && res.IsZero():
 		_ = pm.msg.Ack()
 		w.metrics.handled(w.service, req.Target.GetKind(), OutcomeSuccess, d)
 		if debug {
 			l.logFor(pm).Debug("handled", "duration", d, "coalesced", req.Coalesced)
 		}
 	case err == nil:
-		l.requeue(pm, res.RequeueAfter)
+		after := res.RequeueAfter
+		if after <= 0 {
+			// Requeue without a delay: the shortest retry delay, so that
+			// a handler requeueing at once cannot spin.
+			after, _ = l.backoff(1)
+		}
+		l.requeue(pm, after)
 		w.metrics.handled(w.service, req.Target.GetKind(), OutcomeRequeue, d)
 		if debug {
-			l.logFor(pm).Debug("handled; requeued", "after", res.RequeueAfter, "duration", d)
+			l.logFor(pm).Debug("handled; requeued", "after", after, "duration", d)
 		}
 	case l.ctx.Err() != nil:
 		// Cancelled because this replica is giving the partition up: not the
 		// event's fault. Hand it to the next owner at once.
 		_ = pm.msg.Nak()
 		l.logFor(pm).Info("handler cancelled while giving up the partition", "error", err)
-	case IsPermanent(err):
+	case reconcile.IsTerminal(err):
 		l.deadLetter(pm, req.Delivery, "permanent error: "+err.Error())
 		l.logFor(pm).Info("handler failed permanently; dead-lettered", "error", err)
 	default:

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -152,30 +151,6 @@ func TestHeaderCarrier(t *testing.T) {
 	}
 	if got := c.Get("missing"); got != "" {
 		t.Errorf("Get(missing) = %q", got)
-	}
-}
-
-func TestPermanent(t *testing.T) {
-	base := errors.New("bad composition")
-	cases := map[string]struct {
-		reason string
-		err    error
-		want   bool
-	}{
-		"Plain":   {reason: "an ordinary error is retried", err: base, want: false},
-		"Wrapped": {reason: "Permanent marks an error", err: Permanent(base), want: true},
-		"Deep":    {reason: "the mark survives wrapping", err: fmt.Errorf("cannot render: %w", Permanent(base)), want: true},
-		"Nil":     {reason: "Permanent(nil) is nil", err: Permanent(nil), want: false},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := IsPermanent(tc.err); got != tc.want {
-				t.Errorf("%s: IsPermanent = %v, want %v", tc.reason, got, tc.want)
-			}
-		})
-	}
-	if !errors.Is(Permanent(base), base) {
-		t.Errorf("Permanent hides the wrapped error")
 	}
 }
 

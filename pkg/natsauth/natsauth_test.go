@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/watchreq"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
@@ -209,7 +210,7 @@ func TestServicesDoTheirWork(t *testing.T) {
 			calls++
 			switch calls {
 			case 1:
-				return bus.Result{}, bus.Permanent(errors.New("test failure"))
+				return bus.Result{}, reconcile.Terminal(errors.New("test failure"))
 			case 2:
 				return bus.Result{RequeueAfter: time.Millisecond}, nil
 			case 3:

@@ -136,6 +136,7 @@ type flags struct {
 	// secretsEndpoint and secrets say how to reach the secrets service.
 	secretsEndpoint string
 	secrets         connection.Config
+	memoSize        int
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -144,6 +145,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
 	f.sched.Register(fs)
+	fs.IntVar(&f.memoSize, "memo-size", service.EnvInt("LOOM_RENDERER_MEMO_SIZE", composite.DefaultMemoSize),
+		"XRs whose last watch requests and function results this replica remembers; beyond it the least recently rendered are checked again (env LOOM_RENDERER_MEMO_SIZE)")
 	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_RENDERER_CONCURRENCY", 32),
 		"targets rendered at once by this replica (env LOOM_RENDERER_CONCURRENCY)")
 	fs.DurationVar(&f.handlerTimeout, "handler-timeout", service.EnvDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
@@ -255,6 +258,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 		fn.WithCredentialFetcher(secrets))
 	store := revision.NewStore(client, f.revisionTTL)
 	copts := []composite.Option{
+		composite.WithMemoSize(f.memoSize),
 		composite.WithPipeline(exec), composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithSecrets(secrets),
 		composite.WithRecorder(rec), composite.WithLogger(rt.Log),
 		composite.WithImpersonation(func(user string) (composite.Client, error) {
@@ -280,7 +284,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	h := route.NewHandler(index,
 		definition.NewReconciler(client, index,
 			definition.WithRecorder(rec), definition.WithLogger(rt.Log)),
-		revision.NewReconciler(client, store, index, pub,
+		revision.NewReconciler(client, store, index, pub, bus.Renderer,
 			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource("renderer/"+rt.Config.ReplicaID)),
 		composite.NewReconciler(client, index, store, copts...),
 		resolver, rt.Log)

@@ -68,6 +68,7 @@ import (
 
 // flags are the secrets service's own flags, beyond the standard ones.
 type flags struct {
+	memoSize      int
 	busReplicas   int
 	partitions    int
 	sched         bus.SchedulingFlags
@@ -90,6 +91,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
 	f.sched.Register(fs)
+	fs.IntVar(&f.memoSize, "memo-size", service.EnvInt("LOOM_SECRETS_MEMO_SIZE", secret.DefaultMemoSize),
+		"connection Secrets whose last write this replica remembers; beyond it the least recently used cost a read again (env LOOM_SECRETS_MEMO_SIZE)")
 	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_SECRETS_CONCURRENCY", 16),
 		"targets handled at once by this replica (env LOOM_SECRETS_CONCURRENCY)")
 	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_SECRETS_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_SECRETS_KUBE_QPS)")
@@ -172,17 +175,17 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 		return w != nil && slices.Contains(w.Owned(), bus.Partition(string(uid), cfg.Partitions))
 	}
 	var store *secret.Store
-	trk := tracker.New(md, pub,
+	trk := tracker.New(md, pub, tracker.Services{Secrets: bus.Secrets, Renderer: bus.Renderer},
 		tracker.WithLogger(rt.Log),
 		tracker.WithSource(source),
 		tracker.WithOwnWrites(func(k secret.Key, rv string) bool { return store.Written(k, rv) }),
 		tracker.WithOwnerTracing(c, owns),
 	)
-	store = secret.New(c, trk)
+	store = secret.New(c, trk, secret.WithMemoSize(f.memoSize))
 
 	xrs := composite.NewReconciler(c, definition.New(c, f.definitionTTL), store, trk,
 		composite.WithLogger(rt.Log), composite.WithRecorder(rec), composite.WithStagingNamespace(f.grpc.namespace))
-	h := route.NewHandler(xrs, c, pub, rt.Log, source)
+	h := route.NewHandler(xrs, c, pub, bus.Secrets, rt.Log, source)
 	schedOpts, err := f.sched.Options()
 	if err != nil {
 		return err
@@ -220,7 +223,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	}
 	if f.grpc.addr != "" {
 		// Its own Store: the tracker must see the staging Secrets it writes.
-		srv := staging.NewServer(secret.New(c, staging.ReadThrough(trk)), pub, f.grpc.namespace, staging.WithLogger(rt.Log), staging.WithSource(source))
+		srv := staging.NewServer(secret.New(c, staging.ReadThrough(trk)), pub, bus.Secrets, f.grpc.namespace, staging.WithLogger(rt.Log), staging.WithSource(source))
 		stop, err := serveGRPC(rt, srv, f.grpc)
 		if err != nil {
 			return err

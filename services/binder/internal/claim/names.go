@@ -2,6 +2,7 @@ package claim
 
 import (
 	"math/rand/v2"
+	"strings"
 )
 
 // The API server's GenerateName algorithm (SimpleNameGenerator): the base is
@@ -55,4 +56,24 @@ func (g *RandomNames) GenerateName(base string) string {
 		b[i] = nameAlphabet[n]
 	}
 	return base + string(b)
+}
+
+// Generated reports whether name looks like one generated for a claim named
+// claim: the claim's name (truncated as GenerateName truncates it), a dash,
+// and five characters of the generator's alphabet.
+func Generated(claim, name string) bool {
+	base := claim + "-"
+	if len(base) > maxGeneratedLength {
+		base = base[:maxGeneratedLength]
+	}
+	suffix, ok := strings.CutPrefix(name, base)
+	if !ok || len(suffix) != nameSuffixLength {
+		return false
+	}
+	for _, c := range suffix {
+		if !strings.ContainsRune(nameAlphabet, c) {
+			return false
+		}
+	}
+	return true
 }

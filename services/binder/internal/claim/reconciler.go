@@ -9,10 +9,18 @@
 // update re-reads the claim and carries on with the winner's name, and a
 // crash between the two steps leaves a name that the next reconcile creates.
 //
+// The XR is created with a plain create, never a server-side apply: under the
+// shared field manager an apply would let a second claim that generated the
+// same name take the XR over. AlreadyExists is fine only when the existing
+// XR's claimRef names this claim; when it names another claim and the name was
+// generated for this one (two claims raced for one name), the claim gets a
+// new name, again by an update with the resourceVersion precondition.
+//
 // Writes: the claim's resourceRef, finalizer, back-propagated spec fields and
 // external name are written by optimistic updates (they need the
-// resourceVersion precondition); the XR and the claim's status are written by
-// server-side apply as field manager loom-binder. Nothing is written when the
+// resourceVersion precondition); later changes to the XR and the claim's
+// status are written by server-side apply as field manager loom-binder.
+// Conflicts are requeues (reconcile.Result.Requeue), not errors. Nothing is written when the
 // computed intent already holds, and a claim's first status waits for its
 // XR's first status. Binding a claim costs two writes (the claim's update
 // and the XR's creation); propagation costs one write per change that
@@ -32,9 +40,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/services/binder/internal/apply"
 	"github.com/loomxr/loom/services/binder/internal/condition"
@@ -63,6 +74,10 @@ const (
 // errDeleting means the claim turned out to be being deleted.
 var errDeleting = errors.New("claim is being deleted")
 
+// errNameTaken means the claim's resourceRef names a composite resource that
+// is bound to another claim.
+var errNameTaken = errors.New("composite resource name taken")
+
 // Attempts at writing the generated name before giving up for this request.
 const (
 	maxNameAttempts = 10
@@ -72,10 +87,12 @@ const (
 // A Client reads and writes claims and composite resources.
 type Client interface {
 	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error)
+	Create(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
 	Update(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
 	Apply(ctx context.Context, intent *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error)
 	ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error)
 	MergePatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch map[string]any) (*unstructured.Unstructured, error)
+	JSONPatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch []byte) (*unstructured.Unstructured, error)
 	Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, uid types.UID, propagation *metav1.DeletionPropagation) error
 }
 
@@ -83,12 +100,6 @@ type Client interface {
 type Definitions interface {
 	// ForClaim returns the XRD offering claims of kind gk, or nil.
 	ForClaim(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error)
-}
-
-// A Result says whether and when to reconcile a claim again. The binder is
-// told about changes to a claim and its XR, so most reconciles need neither.
-type Result struct {
-	RequeueAfter time.Duration
 }
 
 // An Option configures a Reconciler.
@@ -147,24 +158,25 @@ func NewReconciler(c Client, d Definitions, o ...Option) *Reconciler {
 // and its composite resource in line: bind (name-then-create or static),
 // propagate claim to XR and XR to claim, or, for a deleted claim, delete or
 // release the XR and drop the finalizer. It is idempotent and writes nothing
-// when nothing changed. A returned error means "retry later"; failures the
-// user must fix are reported on the claim's conditions and return nil.
-func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (Result, error) {
+// when nothing changed. A returned error means "retry later" with backoff; a
+// lost optimistic-concurrency race returns Result.Requeue; failures the user
+// must fix are reported on the claim's conditions and return nil.
+func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (reconcile.Result, error) {
 	log := r.log.With("claim", namespace+"/"+name, "kind", gvk.Kind)
 	d, err := r.defs.ForClaim(ctx, gvk.GroupKind())
 	if err != nil {
-		return Result{}, err
+		return reconcile.Result{}, err
 	}
 	if d == nil {
 		log.Debug("No XRD offers this kind of claim; ignoring it")
-		return Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	cm, err := r.client.Get(ctx, d.GetClaimGroupVersionKind(), namespace, name)
 	if kerrors.IsNotFound(err) {
-		return Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("cannot get claim %s/%s: %w", namespace, name, err)
+		return reconcile.Result{}, fmt.Errorf("cannot get claim %s/%s: %w", namespace, name, err)
 	}
 
 	if cm.GetAnnotations()[AnnotationPaused] == "true" {
@@ -173,7 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		if changed {
 			r.record.Event(cm, event.TypeNormal, ReasonPaused, msg)
 		}
-		return Result{}, err
+		return reconcile.Result{}, err
 	}
 
 	if cm.GetDeletionTimestamp() != nil {
@@ -200,9 +212,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 
 	if xr != nil {
 		if other := ClaimRef(xr); other != nil && !BoundTo(xr, cm) {
-			// Only a human can fix this (by changing the claim's
-			// resourceRef), and the claim changing will bring us back.
-			return r.refuse(ctx, cm, fmt.Errorf("refusing to bind to composite resource %q: bound to claim %q", xr.GetName(), other.String()))
+			return r.taken(ctx, log, cm, d, xr)
 		}
 		if xr.GetDeletionTimestamp() != nil {
 			// The XR's deletion (or disappearance) brings us back, and we
@@ -213,9 +223,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	}
 
 	xr, err = r.syncComposite(ctx, log, cm, xr, d)
+	var taken *takenError
 	switch {
+	case errors.As(err, &taken):
+		return r.taken(ctx, log, cm, d, taken.xr)
 	case kerrors.IsConflict(err):
-		return Result{}, err
+		// The XR changed since we read it: read it again.
+		log.Debug("Conflict writing the composite resource; requeueing", "error", err)
+		return reconcile.Result{Requeue: true}, nil
 	case kerrors.IsInvalid(err) || kerrors.IsBadRequest(err):
 		// The claim's spec does not fit the XR's schema: only a change of
 		// the claim can fix that, and it brings us back.
@@ -228,7 +243,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		cm, err = r.client.Update(ctx, want)
 		if err != nil {
 			if kerrors.IsConflict(err) {
-				return Result{}, fmt.Errorf("cannot update claim %s/%s: %w", namespace, name, err)
+				// The claim changed since we read it: read it again.
+				log.Debug("Conflict propagating to the claim; requeueing", "error", err)
+				return reconcile.Result{Requeue: true}, nil
 			}
 			return r.fail(ctx, want, xr, fmt.Errorf("cannot propagate spec.compositionRef, spec.compositionRevisionRef or the external name from composite resource %q to the claim: %w", xr.GetName(), err))
 		}
@@ -239,7 +256,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		// say "waiting", and the XR's first status (which brings us back,
 		// typically within milliseconds) would change it at once: wait for
 		// it and save a write per claim.
-		return Result{}, nil
+		return reconcile.Result{}, nil
 	}
 
 	conds := []common.Condition{common.ReconcileSuccess()}
@@ -260,12 +277,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	_, err = r.setStatus(ctx, cm, xr, conds...)
+	if kerrors.IsConflict(err) {
+		// The claim changed while its status was being copied: a requeue
+		// reads it again, without counting as a failed delivery.
+		log.Debug("Conflict copying the composite resource's status to the claim; requeueing", "error", err)
+		return reconcile.Result{Requeue: true}, nil
+	}
 	if kerrors.IsInvalid(err) || kerrors.IsBadRequest(err) {
 		// The XR's status holds something the claim's schema refuses. Say
 		// so on the claim; the XR's next change brings us back.
 		return r.refuse(ctx, cm, fmt.Errorf("cannot copy the status of composite resource %q to the claim: %w", xr.GetName(), err))
 	}
-	return Result{}, err
+	return reconcile.Result{}, err
 }
 
 // bind makes sure cm names its XR and carries the finalizer: it generates a
@@ -333,15 +356,28 @@ func (r *Reconciler) syncComposite(ctx context.Context, log *slog.Logger, cm, xr
 			// The claim has been reconciled before, so its XR existed.
 			r.record.Event(cm, event.TypeWarning, ReasonBind, fmt.Sprintf("Composite resource %q was deleted from under the claim; creating it again", name))
 		}
-		// Without force: if an XR of this name appeared since we looked
-		// and another manager set its claimRef, the apply conflicts
-		// instead of taking it over.
-		got, err := r.client.Apply(ctx, intent, false)
-		if err != nil {
+		// A plain create, not a server-side apply: an apply under the
+		// shared field manager would take over an XR that another claim
+		// created with the same name a moment ago.
+		got, err := r.client.Create(ctx, intent)
+		if err == nil {
+			log.Debug("Created composite resource", "composite", name)
+			return got, nil
+		}
+		if !kerrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("cannot create composite resource %q: %w", name, err)
 		}
-		log.Debug("Created composite resource", "composite", name)
-		return got, nil
+		// Someone created an XR of this name since we looked. It is fine
+		// if it is this claim's (another replica of the binder won).
+		existing, gerr := r.client.Get(ctx, intent.GroupVersionKind(), "", name)
+		if gerr != nil {
+			return nil, fmt.Errorf("cannot get composite resource %q that was created concurrently: %w", name, gerr)
+		}
+		if !BoundTo(existing, cm) {
+			return nil, &takenError{xr: existing}
+		}
+		xr = existing
+		intent = CompositeIntent(cm, xr, d)
 
 	case ClaimRef(xr) == nil:
 		// Static binding to an unclaimed XR: the resourceVersion makes the
@@ -369,6 +405,9 @@ func (r *Reconciler) syncComposite(ctx context.Context, log *slog.Logger, cm, xr
 	if !changed {
 		return xr, nil
 	}
+	if err := r.adopt(ctx, xr); err != nil {
+		return nil, err
+	}
 	got, err := r.client.Apply(ctx, intent, true)
 	if err != nil {
 		return nil, fmt.Errorf("cannot apply the claim's spec, labels and annotations to composite resource %q: %w", name, err)
@@ -376,11 +415,73 @@ func (r *Reconciler) syncComposite(ctx context.Context, log *slog.Logger, cm, xr
 	return got, nil
 }
 
+// adopt turns the fields the binder set when it created xr (an update, as
+// far as field ownership goes) into fields it applied, so that a field the
+// claim no longer sets is removed from xr by the next apply. It writes only
+// once per XR, before its first apply, and only applies to the version of
+// xr that was read (a stale xr fails with a conflict).
+func (r *Reconciler) adopt(ctx context.Context, xr *unstructured.Unstructured) error {
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(xr, sets.New(FieldManager), FieldManager)
+	if err != nil {
+		return fmt.Errorf("cannot compute the field ownership of composite resource %q: %w", xr.GetName(), err)
+	}
+	if patch == nil {
+		return nil
+	}
+	if _, err := r.client.JSONPatch(ctx, xr.GroupVersionKind(), "", xr.GetName(), patch); err != nil {
+		return fmt.Errorf("cannot take ownership of the fields of composite resource %q: %w", xr.GetName(), err)
+	}
+	return nil
+}
+
+// A takenError says that the XR named by the claim's resourceRef is bound to
+// another claim.
+type takenError struct{ xr *unstructured.Unstructured }
+
+func (e *takenError) Error() string {
+	return fmt.Sprintf("composite resource %q is bound to claim %q", e.xr.GetName(), ClaimRef(e.xr).String())
+}
+
+func (e *takenError) Unwrap() error { return errNameTaken }
+
+// taken handles a claim whose resourceRef names xr, an XR bound to another
+// claim. If the binder generated that name for this claim and the claim was
+// never bound (two claims generated the same name, and the other created
+// its XR first), the claim gets a new name, recorded with the claim's
+// resourceVersion as a precondition, and is requeued. Otherwise only a human
+// can fix it (by changing the claim's resourceRef, which brings us back):
+// the claim's Synced condition says so, and nothing is retried. Either way
+// xr stays with its claim.
+func (r *Reconciler) taken(ctx context.Context, log *slog.Logger, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition, xr *unstructured.Unstructured) (reconcile.Result, error) {
+	cause := fmt.Errorf("refusing to bind to composite resource %q: bound to claim %q", xr.GetName(), ClaimRef(xr).String())
+	if !Generated(cm.GetName(), xr.GetName()) || condition.IsTrue(cm, common.TypeSynced) {
+		return r.refuse(ctx, cm, cause)
+	}
+	name, err := r.generateName(ctx, cm, d)
+	if err != nil {
+		return r.fail(ctx, cm, nil, err)
+	}
+	want := cm.DeepCopy()
+	if err := unstructured.SetNestedField(want.Object, name, "spec", "resourceRef", "name"); err != nil {
+		return r.fail(ctx, cm, nil, fmt.Errorf("cannot set the claim's spec.resourceRef.name: %w", err))
+	}
+	if _, err := r.client.Update(ctx, want); err != nil {
+		if kerrors.IsConflict(err) {
+			// The claim changed since we read it: read it again.
+			return reconcile.Result{Requeue: true}, nil
+		}
+		return r.fail(ctx, cm, nil, fmt.Errorf("cannot record composite resource name %q in the claim's spec.resourceRef: %w", name, err))
+	}
+	log.Debug("Generated composite resource name was taken by another claim; picked a new one", "taken", xr.GetName(), "composite", name)
+	// The binder's own change to the claim brings no event back: requeue.
+	return reconcile.Result{Requeue: true}, nil
+}
+
 // finalize deletes or releases the XR of a claim being deleted, then drops
 // the claim's finalizer.
-func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (reconcile.Result, error) {
 	if !hasFinalizer(cm) {
-		return Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	var xr *unstructured.Unstructured
 	if ref := ResourceRef(cm); ref != nil {
@@ -400,7 +501,7 @@ func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstruc
 			if err := r.release(ctx, cm, xr); err != nil {
 				if kerrors.IsConflict(err) {
 					// The XR changed since we read it: read it again.
-					return Result{}, err
+					return reconcile.Result{Requeue: true}, nil
 				}
 				return r.fail(ctx, cm, xr, err)
 			}
@@ -415,7 +516,7 @@ func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstruc
 				if err := r.client.Delete(ctx, xr.GroupVersionKind(), "", xr.GetName(), xr.GetUID(), &p); err != nil {
 					if kerrors.IsConflict(err) {
 						// Another XR of that name replaced the one we read.
-						return Result{}, err
+						return reconcile.Result{Requeue: true}, nil
 					}
 					return r.fail(ctx, cm, xr, fmt.Errorf("cannot delete composite resource %q: %w", xr.GetName(), err))
 				}
@@ -425,22 +526,23 @@ func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstruc
 				// The XR's deletion brings us back; the poll is a safety net.
 				log.Debug("Waiting for the composite resource to be deleted in the foreground", "composite", xr.GetName())
 				_, err := r.setStatus(ctx, cm, cm, common.ReconcileSuccess(), deleting(xr.GetName()))
-				return Result{RequeueAfter: r.foregroundPoll}, err
+				return reconcile.Result{RequeueAfter: r.foregroundPoll}, err
 			}
 		}
 	}
 
 	if _, err := r.client.Update(ctx, withoutFinalizer(cm)); err != nil {
 		if kerrors.IsNotFound(err) {
-			return Result{}, nil
+			return reconcile.Result{}, nil
 		}
 		if kerrors.IsConflict(err) {
-			return Result{}, fmt.Errorf("cannot remove the claim's finalizer: %w", err)
+			// The claim changed since we read it: read it again.
+			return reconcile.Result{Requeue: true}, nil
 		}
 		return r.fail(ctx, cm, xr, fmt.Errorf("cannot remove finalizer %q from the claim: %w", Finalizer, err))
 	}
 	log.Debug("Finalized claim")
-	return Result{}, nil
+	return reconcile.Result{}, nil
 }
 
 // release unbinds xr from cm: it clears xr's claimRef and claim labels
@@ -488,7 +590,7 @@ func (r *Reconciler) setCompositeConditions(ctx context.Context, xr *unstructure
 // fail reports err on the claim's Synced condition (keeping its Ready
 // condition), records a warning event if that changed the claim, and asks
 // for a retry.
-func (r *Reconciler) fail(ctx context.Context, cm, xr *unstructured.Unstructured, err error) (Result, error) {
+func (r *Reconciler) fail(ctx context.Context, cm, xr *unstructured.Unstructured, err error) (reconcile.Result, error) {
 	src := xr
 	if src == nil {
 		src = cm
@@ -497,17 +599,17 @@ func (r *Reconciler) fail(ctx context.Context, cm, xr *unstructured.Unstructured
 	if changed {
 		r.record.Event(cm, event.TypeWarning, ReasonBind, err.Error())
 	}
-	return Result{}, errors.Join(err, serr)
+	return reconcile.Result{}, errors.Join(err, serr)
 }
 
 // refuse reports err like fail but asks for no retry: the claim or its XR
 // must change first, and that change brings us back.
-func (r *Reconciler) refuse(ctx context.Context, cm *unstructured.Unstructured, err error) (Result, error) {
+func (r *Reconciler) refuse(ctx context.Context, cm *unstructured.Unstructured, err error) (reconcile.Result, error) {
 	changed, serr := r.setStatus(ctx, cm, cm, common.ReconcileError(err), currentReady(cm))
 	if changed {
 		r.record.Event(cm, event.TypeWarning, ReasonBind, err.Error())
 	}
-	return Result{}, serr
+	return reconcile.Result{}, serr
 }
 
 // setStatus applies the claim's status: fields mirrored from src and conds,

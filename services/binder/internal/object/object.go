@@ -122,6 +122,16 @@ func (c *Client) ListMetadata(ctx context.Context, gk schema.GroupKind) ([]metav
 	return l.Items, nil
 }
 
+// Create creates obj; an object of that name that already exists fails it
+// with an error for which kerrors.IsAlreadyExists is true.
+func (c *Client) Create(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	r, err := c.resource(obj.GroupVersionKind(), obj.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	return r.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.manager})
+}
+
 // Update replaces obj, with obj's resourceVersion as a precondition: a stale
 // obj fails with an error for which kerrors.IsConflict is true.
 func (c *Client) Update(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
@@ -165,6 +175,15 @@ func (c *Client) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, na
 		return nil, fmt.Errorf("cannot encode patch: %w", err)
 	}
 	return r.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: c.manager})
+}
+
+// JSONPatch sends a JSON patch (RFC 6902).
+func (c *Client) JSONPatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch []byte) (*unstructured.Unstructured, error) {
+	r, err := c.resource(gvk, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return r.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: c.manager})
 }
 
 // Delete deletes the object with the supplied propagation policy (nil for

@@ -40,6 +40,7 @@ import (
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/services/binder/internal/apply"
 	"github.com/loomxr/loom/services/binder/internal/condition"
@@ -84,11 +85,6 @@ type Writer interface {
 // Definitions finds the XRD that defines a kind of XR (nil if none does).
 type Definitions interface {
 	ForComposite(ctx context.Context, gk schema.GroupKind) (*xv1.CompositeResourceDefinition, error)
-}
-
-// A Result says whether and when to reconcile an XR again.
-type Result struct {
-	RequeueAfter time.Duration
 }
 
 // An Option configures a Reconciler.
@@ -193,32 +189,32 @@ func ResourceRefs(xr *unstructured.Unstructured) []ComposedRef {
 // resolved, and sets the XR's ReferencesResolved condition. With refresh it
 // reloads the rules first (a rule changed). It writes nothing when nothing
 // changed. A returned error means "retry later".
-func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reconcile.Result, error) {
 	log := r.log.With("composite", name, "kind", gvk.Kind)
 	if refresh {
 		if err := r.rules.Refresh(ctx); err != nil {
-			return Result{}, err
+			return reconcile.Result{}, err
 		}
 	}
 	xr, err := r.client.Get(ctx, gvk, namespace, name)
 	if kerrors.IsNotFound(err) {
-		return Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("cannot get composite resource %q: %w", name, err)
+		return reconcile.Result{}, fmt.Errorf("cannot get composite resource %q: %w", name, err)
 	}
 	if xr.GetDeletionTimestamp() != nil {
-		return Result{}, nil
+		return reconcile.Result{}, nil
 	}
 
 	var writer Writer = r.client
 	account, err := r.account(ctx, gvk)
 	if err != nil {
-		return Result{}, err
+		return reconcile.Result{}, err
 	}
 	if account != nil {
 		if writer, err = r.impersonate(account); err != nil {
-			return Result{}, err
+			return reconcile.Result{}, err
 		}
 	}
 
@@ -236,7 +232,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	for _, ref := range refs {
 		rule, err := r.rules.For(ctx, ref.GroupVersionKind().GroupKind())
 		if err != nil {
-			return Result{}, err
+			return reconcile.Result{}, err
 		}
 		if rule == nil {
 			continue
@@ -260,7 +256,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		problems = append(problems, probs...)
 		changed, err := apply.Changes(obj, intent, FieldManager, "")
 		if err != nil {
-			return Result{}, err
+			return reconcile.Result{}, err
 		}
 		if !changed {
 			continue
@@ -296,12 +292,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	}
 	telemetry.SetReferencesWaiting(string(xr.GetUID()), waiting)
 	if governed == 0 && !owns(xr, TypeReferencesResolved) {
-		return Result{}, errors.Join(errs...)
+		return reconcile.Result{}, errors.Join(errs...)
 	}
 	if err := r.setCondition(ctx, xr, problems, governed); err != nil {
 		errs = append(errs, err)
 	}
-	res := Result{}
+	res := reconcile.Result{}
 	for _, p := range problems {
 		if p.External && !p.Error {
 			res.RequeueAfter = r.externalPoll

@@ -12,9 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
-	"github.com/loomxr/loom/services/binder/internal/claim"
 	"github.com/loomxr/loom/services/binder/internal/reference"
 )
 
@@ -26,13 +25,13 @@ type Definitions interface {
 
 // ClaimReconciler reconciles one claim.
 type ClaimReconciler interface {
-	Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (claim.Result, error)
+	Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (reconcile.Result, error)
 }
 
 // CompositeReconciler resolves the references of one XR's composed
 // resources; refresh reloads the reference rules first.
 type CompositeReconciler interface {
-	Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reference.Result, error)
+	Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reconcile.Result, error)
 }
 
 // RuleHandler handles a changed ReferenceRule.
@@ -41,18 +40,18 @@ type RuleHandler interface {
 }
 
 // A ClaimReconcilerFn is a function that satisfies ClaimReconciler.
-type ClaimReconcilerFn func(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (claim.Result, error)
+type ClaimReconcilerFn func(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (reconcile.Result, error)
 
 // Reconcile calls fn.
-func (fn ClaimReconcilerFn) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (claim.Result, error) {
+func (fn ClaimReconcilerFn) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (reconcile.Result, error) {
 	return fn(ctx, gvk, namespace, name)
 }
 
 // A CompositeReconcilerFn is a function that satisfies CompositeReconciler.
-type CompositeReconcilerFn func(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reference.Result, error)
+type CompositeReconcilerFn func(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reconcile.Result, error)
 
 // Reconcile calls fn.
-func (fn CompositeReconcilerFn) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reference.Result, error) {
+func (fn CompositeReconcilerFn) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reconcile.Result, error) {
 	return fn(ctx, gvk, namespace, name, refresh)
 }
 
@@ -78,32 +77,32 @@ func NewHandler(d Definitions, claims ClaimReconciler, composites CompositeRecon
 	return &Handler{defs: d, claims: claims, composites: composites, rules: rules, log: log}
 }
 
-var _ bus.Handler = (*Handler)(nil)
+var _ reconcile.Handler = (*Handler)(nil)
 
-// Handle implements bus.Handler.
-func (h *Handler) Handle(ctx context.Context, r bus.Request) (bus.Result, error) {
+// Handle implements reconcile.Handler.
+func (h *Handler) Handle(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
 	t := r.Target
 	if reference.IsRule(t) {
-		return bus.Result{}, h.rules.Handle(ctx, r.Event, t)
+		return reconcile.Result{}, h.rules.Handle(ctx, r.Event, t)
 	}
 	gk := schema.GroupKind{Group: t.GetGroup(), Kind: t.GetKind()}
 	d, err := h.defs.ForClaim(ctx, gk)
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if d != nil {
 		res, err := h.claims.Reconcile(ctx, d.GetClaimGroupVersionKind(), t.GetNamespace(), t.GetName())
-		return bus.Result{RequeueAfter: res.RequeueAfter}, err
+		return res, err
 	}
 	d, err = h.defs.ForComposite(ctx, gk)
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if d != nil {
 		refresh := reference.IsRule(r.Event.GetObject())
 		res, err := h.composites.Reconcile(ctx, d.GetCompositeGroupVersionKind(), t.GetNamespace(), t.GetName(), refresh)
-		return bus.Result{RequeueAfter: res.RequeueAfter}, err
+		return res, err
 	}
 	h.log.Debug("Ignoring a request for a kind no XRD defines", "group", t.GetGroup(), "kind", t.GetKind(), "name", t.GetName())
-	return bus.Result{}, nil
+	return reconcile.Result{}, nil
 }

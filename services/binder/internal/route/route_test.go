@@ -10,10 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
-	"github.com/loomxr/loom/services/binder/internal/claim"
-	"github.com/loomxr/loom/services/binder/internal/reference"
 )
 
 type defs struct {
@@ -38,20 +36,20 @@ func (f defs) ForComposite(_ context.Context, gk schema.GroupKind) (*xv1.Composi
 type calls []string
 
 func (c *calls) claims() ClaimReconcilerFn {
-	return func(_ context.Context, gvk schema.GroupVersionKind, ns, name string) (claim.Result, error) {
+	return func(_ context.Context, gvk schema.GroupVersionKind, ns, name string) (reconcile.Result, error) {
 		*c = append(*c, "claim "+gvk.Kind+" "+ns+"/"+name)
-		return claim.Result{RequeueAfter: time.Second}, nil
+		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 }
 
 func (c *calls) composites() CompositeReconcilerFn {
-	return func(_ context.Context, gvk schema.GroupVersionKind, _, name string, refresh bool) (reference.Result, error) {
+	return func(_ context.Context, gvk schema.GroupVersionKind, _, name string, refresh bool) (reconcile.Result, error) {
 		r := "composite " + gvk.Kind + " " + name
 		if refresh {
 			r += " refresh"
 		}
 		*c = append(*c, r)
-		return reference.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 }
 
@@ -73,34 +71,34 @@ func TestHandle(t *testing.T) {
 
 	cases := map[string]struct {
 		reason string
-		req    bus.Request
+		req    reconcile.Request
 		want   calls
-		result bus.Result
+		result reconcile.Result
 	}{
 		"Claim": {
 			reason: "A claim goes to the claim reconciler, at the XRD's version.",
-			req:    bus.Request{Event: &eventsv1.Event{}, Target: &eventsv1.ObjectRef{Group: "example.org", Version: "v0", Kind: "Database", Namespace: "ns", Name: "db"}},
+			req:    reconcile.Request{Event: &eventsv1.Event{}, Target: &eventsv1.ObjectRef{Group: "example.org", Version: "v0", Kind: "Database", Namespace: "ns", Name: "db"}},
 			want:   calls{"claim Database ns/db"},
-			result: bus.Result{RequeueAfter: time.Second},
+			result: reconcile.Result{RequeueAfter: time.Second},
 		},
 		"Composite": {
 			reason: "An XR goes to the reference resolver.",
-			req:    bus.Request{Event: &eventsv1.Event{}, Target: &eventsv1.ObjectRef{Group: "example.org", Kind: "XDatabase", Name: "db-x"}},
+			req:    reconcile.Request{Event: &eventsv1.Event{}, Target: &eventsv1.ObjectRef{Group: "example.org", Kind: "XDatabase", Name: "db-x"}},
 			want:   calls{"composite XDatabase db-x"},
 		},
 		"CompositeAfterRuleChange": {
 			reason: "An XR requeued because a rule changed reloads the rules first.",
-			req:    bus.Request{Event: &eventsv1.Event{Object: rule}, Target: &eventsv1.ObjectRef{Group: "example.org", Kind: "XDatabase", Name: "db-x"}},
+			req:    reconcile.Request{Event: &eventsv1.Event{Object: rule}, Target: &eventsv1.ObjectRef{Group: "example.org", Kind: "XDatabase", Name: "db-x"}},
 			want:   calls{"composite XDatabase db-x refresh"},
 		},
 		"Rule": {
 			reason: "A reference rule goes to the fan-out.",
-			req:    bus.Request{Event: &eventsv1.Event{Object: rule}, Target: rule},
+			req:    reconcile.Request{Event: &eventsv1.Event{Object: rule}, Target: rule},
 			want:   calls{"rule r"},
 		},
 		"Unknown": {
 			reason: "A kind no XRD defines is ignored.",
-			req:    bus.Request{Event: &eventsv1.Event{}, Target: &eventsv1.ObjectRef{Group: "other.org", Kind: "Thing", Name: "x"}},
+			req:    reconcile.Request{Event: &eventsv1.Event{}, Target: &eventsv1.ObjectRef{Group: "other.org", Kind: "Thing", Name: "x"}},
 		},
 	}
 	for name, tc := range cases {

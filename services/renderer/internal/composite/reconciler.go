@@ -57,7 +57,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,12 +64,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
-	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/compose"
 	"github.com/loomxr/loom/pkg/fn"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/watchreq"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/connection"
@@ -179,6 +179,18 @@ type Reconciler struct {
 // An Option configures a Reconciler.
 type Option func(*Reconciler)
 
+// WithMemoSize sets how many XRs the reconciler remembers what it last told
+// the watcher and last emitted as function results for (default
+// DefaultMemoSize). Beyond it the least recently rendered are forgotten and
+// checked again on their next render.
+func WithMemoSize(n int) Option {
+	return func(rc *Reconciler) {
+		if n > 0 {
+			rc.memo = newMemo(n)
+		}
+	}
+}
+
 // WithRecorder sets the Event recorder (default: none).
 func WithRecorder(r event.Recorder) Option { return func(rc *Reconciler) { rc.rec = r } }
 
@@ -215,7 +227,7 @@ func WithImpersonation(as func(user string) (Client, error)) Option {
 
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, revs Revisions, o ...Option) *Reconciler {
-	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(16384)}
+	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(DefaultMemoSize)}
 	for _, fn := range o {
 		fn(r)
 	}
@@ -249,7 +261,7 @@ func (s *state) namespaced() bool { return s.xrd.GetScope() == v1.CompositeResou
 // Reconcile renders the XR the request names. It is idempotent and writes
 // only what changed. The result asks for the XR again when a function's TTL
 // runs out.
-func (r *Reconciler) Reconcile(ctx context.Context, req Request) (bus.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req Request) (reconcile.Result, error) {
 	tally := &kube.Tally{}
 	ctx = kube.WithTally(ctx, tally)
 	start := time.Now()
@@ -259,35 +271,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req Request) (bus.Result, er
 	return res, err
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Result, error) {
 	xr, err := r.client.Get(ctx, req.GVK, req.Namespace, req.Name)
 	if kerrors.IsNotFound(err) {
-		return bus.Result{}, r.forget(ctx, req.UID)
+		return reconcile.Result{}, r.forget(ctx, req.UID)
 	}
 	if err != nil {
-		return bus.Result{}, fmt.Errorf("cannot get %s %q: %w", req.GVK.Kind, req.Name, err)
+		return reconcile.Result{}, fmt.Errorf("cannot get %s %q: %w", req.GVK.Kind, req.Name, err)
 	}
 	if req.UID != "" && xr.GetUID() != req.UID {
 		// The event was for an XR of the same name that is gone.
 		if err := r.forget(ctx, req.UID); err != nil {
-			return bus.Result{}, err
+			return reconcile.Result{}, err
 		}
 	}
 	xrd, err := r.defs.ForComposite(ctx, req.GVK.GroupKind())
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if xrd == nil {
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	if xr.GetDeletionTimestamp() != nil {
 		// Kubernetes garbage collection deletes the composed resources
 		// through their controller references.
-		return bus.Result{}, r.forget(ctx, xr.GetUID())
+		return reconcile.Result{}, r.forget(ctx, xr.GetUID())
 	}
 	st := &state{xr: xr, xrd: xrd, machinery: strings.Split(xcrd.SpecMachineryPath(xrd.GetScope()), "."), composer: r.client}
 	if xr.GetAnnotations()[AnnotationPaused] == "true" {
-		return bus.Result{}, r.paused(ctx, st)
+		return reconcile.Result{}, r.paused(ctx, st)
 	}
 	sel := &selection{patch: map[string]any{}}
 	if err := r.impersonate(st); err != nil {
@@ -311,7 +323,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 
 	observed, err := r.observe(ctx, st)
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	spec := &sel.revision.Spec.CompositionSpec
 	var out *rendered
@@ -325,7 +337,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	}
 	if out != nil {
 		if werr := r.recordWatches(ctx, st, out); werr != nil {
-			return bus.Result{}, werr
+			return reconcile.Result{}, werr
 		}
 	}
 	if err != nil {
@@ -345,7 +357,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	}
 	sel.writeBack = out.writeBack
 	if err := r.patchSpec(ctx, st, sel); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	applyErr := r.applyResources(ctx, st, out)
 	gcErr := r.garbageCollect(ctx, st, gc)
@@ -354,10 +366,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 	errs := append(append([]error{}, out.errs...), applyErr, gcErr, detailsErr)
 	synced := errors.Join(errs...)
 	if err := r.writeStatus(ctx, st, out, synced); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	r.emitResults(st, out)
-	result := bus.Result{RequeueAfter: out.requeueAfter}
+	result := reconcile.Result{RequeueAfter: out.requeueAfter}
 	if synced == nil {
 		r.memo.forgetRetries(st.xr.GetUID())
 		return result, nil
@@ -374,7 +386,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 		return result, nil
 	}
 	if permanent(synced) {
-		return result, bus.Permanent(synced)
+		return result, reconcile.Terminal(synced)
 	}
 	return result, synced
 }
@@ -382,25 +394,25 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (bus.Result, er
 // fail records a render that produced nothing to apply: the selection refs
 // decided so far, the Synced condition, the watched resources. It returns the
 // error classified for the bus.
-func (r *Reconciler) fail(ctx context.Context, st *state, sel *selection, out *rendered, cause error) (bus.Result, error) {
+func (r *Reconciler) fail(ctx context.Context, st *state, sel *selection, out *rendered, cause error) (reconcile.Result, error) {
 	if err := r.patchSpec(ctx, st, sel); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if out == nil {
 		out = &rendered{}
 	}
 	out.failed = true
 	if err := r.writeStatus(ctx, st, out, cause); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	r.emitResults(st, out)
 	switch {
 	case permanent(cause):
-		return bus.Result{}, bus.Permanent(cause)
+		return reconcile.Result{}, reconcile.Terminal(cause)
 	case waiting(cause):
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	default:
-		return bus.Result{}, cause
+		return reconcile.Result{}, cause
 	}
 }
 
@@ -501,17 +513,21 @@ func (r *Reconciler) recordWatches(ctx context.Context, st *state, out *rendered
 	return nil
 }
 
-// memo is a bounded per-XR memory of a replica.
+// DefaultMemoSize is how many XRs a replica's memo remembers by default.
+const DefaultMemoSize = 16384
+
+// memo is a bounded per-XR memory of a replica: two least-recently-used
+// caches, so that above its size only the XRs used longest ago are
+// forgotten (a forgotten XR is checked again on its next render) instead of
+// all of them at once. The caches are safe for concurrent use.
 type memo struct {
-	mu      sync.Mutex
-	max     int
-	watches map[types.UID]string
-	results map[types.UID]string
-	retries map[types.UID]int
+	watches *lru.Cache // types.UID to the encoding of its watch requests
+	results *lru.Cache // types.UID to the encoding of its function results
+	retries *lru.Cache // types.UID to its count of consecutive refused renders
 }
 
-func newMemo(max int) *memo {
-	return &memo{max: max, watches: map[types.UID]string{}, results: map[types.UID]string{}, retries: map[types.UID]int{}}
+func newMemo(size int) *memo {
+	return &memo{watches: lru.New(size), results: lru.New(size), retries: lru.New(size)}
 }
 
 // Backoff of renders whose composed resources the API server refused:
@@ -523,15 +539,15 @@ const (
 )
 
 // retryAfter returns how long to wait before rendering uid again after
-// another consecutive refused render, and counts it.
+// another consecutive refused render, and counts it. Handlers of one XR never
+// run at once (the bus guarantees it), so the read and the write need no lock
+// of their own.
 func (m *memo) retryAfter(uid types.UID) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n, ok := m.retries[uid]
-	if !ok && len(m.retries) >= m.max {
-		m.retries = map[types.UID]int{}
+	n := 0
+	if v, ok := m.retries.Get(uid); ok {
+		n = v.(int) //nolint:forcetypeassert // Only ints are stored.
 	}
-	m.retries[uid] = n + 1
+	m.retries.Add(uid, n+1)
 	d := firstRetry
 	for range n {
 		if d *= 2; d >= maxRetry {
@@ -543,65 +559,43 @@ func (m *memo) retryAfter(uid types.UID) time.Duration {
 
 // forgetRetries ends the backoff of uid: its render succeeded.
 func (m *memo) forgetRetries(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.retries, uid)
+	m.retries.Remove(uid)
+}
+
+// changed reports whether key differs from what c holds for uid (unknown
+// counts as changed), and records key.
+func changed(c *lru.Cache, uid types.UID, key string) bool {
+	if prev, ok := c.Get(uid); ok && prev.(string) == key {
+		return false
+	}
+	c.Add(uid, key)
+	return true
 }
 
 // watchesChanged reports whether key differs from what was last recorded
 // for uid (unknown counts as changed: the watcher may hold requests from
 // before a restart), and records key.
-func (m *memo) watchesChanged(uid types.UID, key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if prev, known := m.watches[uid]; known && prev == key {
-		return false
-	}
-	if len(m.watches) >= m.max {
-		m.watches = map[types.UID]string{}
-	}
-	m.watches[uid] = key
-	return true
-}
+func (m *memo) watchesChanged(uid types.UID, key string) bool { return changed(m.watches, uid, key) }
 
 // hasWatches reports whether uid may have watch requests recorded.
 func (m *memo) hasWatches(uid types.UID) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	k, ok := m.watches[uid]
-	return !ok || k != noWatches
+	k, ok := m.watches.Get(uid)
+	return !ok || k.(string) != noWatches
 }
 
 // noWatches is the encoding of no watch requests.
 const noWatches = "[]"
 
-func (m *memo) forgetWatches(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.watches, uid)
-}
+func (m *memo) forgetWatches(uid types.UID) { m.watches.Remove(uid) }
 
 // resultsChanged reports whether key differs from the results last emitted
 // for uid, and records it.
-func (m *memo) resultsChanged(uid types.UID, key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if prev, ok := m.results[uid]; ok && prev == key {
-		return false
-	}
-	if len(m.results) >= m.max {
-		m.results = map[types.UID]string{}
-	}
-	m.results[uid] = key
-	return true
-}
+func (m *memo) resultsChanged(uid types.UID, key string) bool { return changed(m.results, uid, key) }
 
 func (m *memo) forget(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.watches, uid)
-	delete(m.results, uid)
-	delete(m.retries, uid)
+	m.watches.Remove(uid)
+	m.results.Remove(uid)
+	m.retries.Remove(uid)
 }
 
 // emitResults turns the function results of a render into Events, when they

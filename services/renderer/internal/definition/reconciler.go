@@ -21,7 +21,7 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/apply"
 	"github.com/loomxr/loom/services/renderer/internal/conditions"
@@ -94,20 +94,20 @@ func NewReconciler(c Client, index *Index, o ...Option) *Reconciler {
 // what it defines if the XRD is being deleted. It is idempotent and writes
 // only what changed. An invalid XRD gets a Synced=False condition naming the
 // offending field and an Event, and a permanent error.
-func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, name string) (reconcile.Result, error) {
 	if r.index != nil {
 		r.index.Invalidate()
 	}
 	u, err := r.client.Get(ctx, v1.CompositeResourceDefinitionGroupVersionKind, "", name)
 	if kerrors.IsNotFound(err) {
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	if err != nil {
-		return bus.Result{}, fmt.Errorf("cannot get composite resource definition %q: %w", name, err)
+		return reconcile.Result{}, fmt.Errorf("cannot get composite resource definition %q: %w", name, err)
 	}
 	xrd := &v1.CompositeResourceDefinition{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, xrd); err != nil {
-		return bus.Result{}, bus.Permanent(fmt.Errorf("cannot decode composite resource definition %q: %w", name, err))
+		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("cannot decode composite resource definition %q: %w", name, err))
 	}
 	if xrd.GetDeletionTimestamp() != nil {
 		return r.delete(ctx, u, xrd)
@@ -123,13 +123,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 			"resourceVersion": u.GetResourceVersion(),
 		}}
 		if u, err = r.client.MergePatch(ctx, v1.CompositeResourceDefinitionGroupVersionKind, "", name, patch); err != nil {
-			return bus.Result{}, fmt.Errorf("cannot add finalizer to composite resource definition %q: %w", name, err)
+			return reconcile.Result{}, fmt.Errorf("cannot add finalizer to composite resource definition %q: %w", name, err)
 		}
 	}
 
 	xrCRD, err := xcrd.ForCompositeResource(xrd)
 	if err != nil {
-		return bus.Result{}, bus.Permanent(err)
+		return reconcile.Result{}, reconcile.Terminal(err)
 	}
 	xrEstablished, err := r.applyCRD(ctx, u, xrCRD)
 	if kerrors.IsInvalid(err) {
@@ -138,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 		return r.invalid(ctx, u, xrd, err)
 	}
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	want := []common.Condition{ReconcileSuccess()}
 	if xrEstablished {
@@ -148,14 +148,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 	if xrd.OffersClaim() {
 		claimCRD, err := xcrd.ForCompositeResourceClaim(xrd)
 		if err != nil {
-			return bus.Result{}, bus.Permanent(err)
+			return reconcile.Result{}, reconcile.Terminal(err)
 		}
 		claimEstablished, err := r.applyCRD(ctx, u, claimCRD)
 		if kerrors.IsInvalid(err) {
 			return r.invalid(ctx, u, xrd, err)
 		}
 		if err != nil {
-			return bus.Result{}, err
+			return reconcile.Result{}, err
 		}
 		if claimEstablished {
 			want = append(want, v1.WatchingClaim())
@@ -163,18 +163,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (bus.Result, er
 		established = established && claimEstablished
 	}
 	if _, err := r.setStatus(ctx, u, xrd, want); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if !established {
-		return bus.Result{RequeueAfter: establishWait}, nil
+		return reconcile.Result{RequeueAfter: establishWait}, nil
 	}
-	return bus.Result{}, nil
+	return reconcile.Result{}, nil
 }
 
 // invalid reports that the XRD cannot define its CRDs, cause says why: a
 // Synced=False condition, an Event when the condition is new, and a
 // permanent error. The CRDs of the last valid version are still served.
-func (r *Reconciler) invalid(ctx context.Context, u *unstructured.Unstructured, xrd *v1.CompositeResourceDefinition, cause error) (bus.Result, error) {
+func (r *Reconciler) invalid(ctx context.Context, u *unstructured.Unstructured, xrd *v1.CompositeResourceDefinition, cause error) (reconcile.Result, error) {
 	msg := cause.Error()
 	want := []common.Condition{{Type: common.TypeSynced, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg, LastTransitionTime: metav1.Now()}}
 	for _, t := range []common.ConditionType{v1.TypeEstablished, v1.TypeOffered} {
@@ -184,12 +184,12 @@ func (r *Reconciler) invalid(ctx context.Context, u *unstructured.Unstructured, 
 	}
 	wrote, serr := r.setStatus(ctx, u, xrd, want)
 	if serr != nil {
-		return bus.Result{}, serr
+		return reconcile.Result{}, serr
 	}
 	if wrote {
 		r.rec.Event(u, event.TypeWarning, event.ReasonInvalidDefinition, "Validate", msg)
 	}
-	return bus.Result{}, bus.Permanent(fmt.Errorf("composite resource definition %q is invalid: %w", u.GetName(), cause))
+	return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("composite resource definition %q is invalid: %w", u.GetName(), cause))
 }
 
 // ReconcileSuccess is the Synced condition of an XRD whose CRDs are applied.
@@ -211,7 +211,7 @@ func (r *Reconciler) applyCRD(ctx context.Context, xrd *unstructured.Unstructure
 	}
 	if cur != nil {
 		if c := metav1.GetControllerOf(cur); c != nil && c.UID != xrd.GetUID() {
-			return false, bus.Permanent(fmt.Errorf("cannot apply CustomResourceDefinition %q: it is controlled by %s %q", crd.GetName(), c.Kind, c.Name))
+			return false, reconcile.Terminal(fmt.Errorf("cannot apply CustomResourceDefinition %q: it is controlled by %s %q", crd.GetName(), c.Kind, c.Name))
 		}
 	}
 	change, err := apply.Changes(cur, intent, kube.FieldManager, "")
@@ -270,50 +270,50 @@ func typeRef(gvk schema.GroupVersionKind) map[string]any {
 
 // delete removes the claims, then the XRs, then the CRDs of a deleted XRD,
 // and then its finalizer. It comes back while claims or XRs remain.
-func (r *Reconciler) delete(ctx context.Context, u *unstructured.Unstructured, xrd *v1.CompositeResourceDefinition) (bus.Result, error) {
+func (r *Reconciler) delete(ctx context.Context, u *unstructured.Unstructured, xrd *v1.CompositeResourceDefinition) (reconcile.Result, error) {
 	if !slices.Contains(u.GetFinalizers(), Finalizer) {
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	want := []common.Condition{v1.TerminatingComposite()}
 	if xrd.OffersClaim() {
 		want = append(want, v1.TerminatingClaim())
 	}
 	if _, err := r.setStatus(ctx, u, xrd, want); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 
 	if xrd.OffersClaim() {
 		left, err := r.deleteAll(ctx, xrd.GetClaimGroupVersionKind())
 		if err != nil {
-			return bus.Result{}, err
+			return reconcile.Result{}, err
 		}
 		if left > 0 {
 			r.log.Info("Waiting for claims to be deleted", "xrd", xrd.GetName(), "claims", left)
-			return bus.Result{RequeueAfter: deletionWait}, nil
+			return reconcile.Result{RequeueAfter: deletionWait}, nil
 		}
 		if err := r.deleteCRD(ctx, xrd, xcrd.ClaimCRDName(xrd)); err != nil {
-			return bus.Result{}, err
+			return reconcile.Result{}, err
 		}
 	}
 	left, err := r.deleteAll(ctx, xrd.GetCompositeGroupVersionKind())
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if left > 0 {
 		r.log.Info("Waiting for composite resources to be deleted", "xrd", xrd.GetName(), "composites", left)
-		return bus.Result{RequeueAfter: deletionWait}, nil
+		return reconcile.Result{RequeueAfter: deletionWait}, nil
 	}
 	if err := r.deleteCRD(ctx, xrd, xrd.GetName()); err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 
 	fins := slices.DeleteFunc(slices.Clone(u.GetFinalizers()), func(f string) bool { return f == Finalizer })
 	patch := map[string]any{"metadata": map[string]any{"finalizers": fins, "resourceVersion": u.GetResourceVersion()}}
 	if _, err := r.client.MergePatch(ctx, v1.CompositeResourceDefinitionGroupVersionKind, "", u.GetName(), patch); err != nil && !kerrors.IsNotFound(err) {
-		return bus.Result{}, fmt.Errorf("cannot remove finalizer of composite resource definition %q: %w", u.GetName(), err)
+		return reconcile.Result{}, fmt.Errorf("cannot remove finalizer of composite resource definition %q: %w", u.GetName(), err)
 	}
 	r.rec.Event(u, event.TypeNormal, event.ReasonDeleteDefinition, "Delete", "Deleted the claims, composite resources and CustomResourceDefinitions of the definition")
-	return bus.Result{}, nil
+	return reconcile.Result{}, nil
 }
 
 // deleteAll deletes every object of kind gvk that is not being deleted yet

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/xcrd"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/renderer/internal/event"
@@ -50,9 +50,11 @@ type Reconciler struct {
 	store  *Store
 	defs   Definitions
 	pub    Publisher
-	rec    event.Recorder
-	log    *slog.Logger
-	source string
+	// service is the renderer's work stream, where requeues go.
+	service string
+	rec     event.Recorder
+	log     *slog.Logger
+	source  string
 }
 
 // An Option configures a Reconciler.
@@ -67,11 +69,12 @@ func WithLogger(l *slog.Logger) Option { return func(rc *Reconciler) { rc.log = 
 // WithSource sets the source recorded on the REQUEUE events it publishes.
 func WithSource(s string) Option { return func(rc *Reconciler) { rc.source = s } }
 
-// NewReconciler returns a Reconciler. store is invalidated for every
-// Composition it reconciles, so this replica's renders see new revisions at
-// once.
-func NewReconciler(c Client, store *Store, defs Definitions, pub Publisher, o ...Option) *Reconciler {
-	r := &Reconciler{client: c, store: store, defs: defs, pub: pub, rec: event.Nop{}, log: slog.Default(), source: "renderer"}
+// NewReconciler returns a Reconciler that requeues XRs by publishing to
+// service's work stream (the renderer's) through pub. store is invalidated
+// for every Composition it reconciles, so this replica's renders see new
+// revisions at once.
+func NewReconciler(c Client, store *Store, defs Definitions, pub Publisher, service string, o ...Option) *Reconciler {
+	r := &Reconciler{client: c, store: store, defs: defs, pub: pub, service: service, rec: event.Nop{}, log: slog.Default(), source: "renderer"}
 	for _, fn := range o {
 		fn(r)
 	}
@@ -118,14 +121,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string, ev *eventsv1.Ev
 	}
 	comp := &v1.Composition{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, comp); err != nil {
-		return bus.Permanent(fmt.Errorf("cannot decode Composition %q: %w", name, err))
+		return reconcile.Terminal(fmt.Errorf("cannot decode Composition %q: %w", name, err))
 	}
 	if comp.GetDeletionTimestamp() != nil {
 		return nil
 	}
 	hash, err := Hash(comp)
 	if err != nil {
-		return bus.Permanent(err)
+		return reconcile.Terminal(err)
 	}
 	revs, err := r.store.List(ctx, name, true)
 	if err != nil {
@@ -257,7 +260,7 @@ func (r *Reconciler) fanOut(ctx context.Context, comp *v1.Composition, revs []*v
 			Reason: fmt.Sprintf("revisions of Composition %s changed", comp.GetName()),
 			Source: r.source,
 		}
-		if err := r.pub.Publish(ctx, bus.Renderer, ev); err != nil {
+		if err := r.pub.Publish(ctx, r.service, ev); err != nil {
 			errs = append(errs, err)
 			continue
 		}

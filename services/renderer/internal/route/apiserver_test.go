@@ -26,6 +26,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/bus/bustest"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/stack"
 	"github.com/loomxr/loom/pkg/stack/stacktest"
 	"github.com/loomxr/loom/pkg/watchreq"
@@ -102,7 +103,7 @@ func startEnv(t *testing.T) *env {
 	pub := bus.NewPublisher(js, bus.WithConfig(cfg))
 	h := route.NewHandler(index,
 		definition.NewReconciler(client, index, definition.WithLogger(log)),
-		revision.NewReconciler(client, store, index, pub, revision.WithLogger(log)),
+		revision.NewReconciler(client, store, index, pub, bus.Renderer, revision.WithLogger(log)),
 		composite.NewReconciler(client, index, store, composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithLogger(log)),
 		nil, log)
 
@@ -116,14 +117,14 @@ func startEnv(t *testing.T) *env {
 // handle hands the handler a request for target, as the watcher would
 // after a change of cause (nil: the target itself), and returns what it
 // returned and the API requests it made.
-func (e *env) handle(target, cause *unstructured.Unstructured) (bus.Result, error, *kube.Tally) {
+func (e *env) handle(target, cause *unstructured.Unstructured) (reconcile.Result, error, *kube.Tally) {
 	e.t.Helper()
 	if cause == nil {
 		cause = target
 	}
 	tally := &kube.Tally{}
 	ctx := kube.WithTally(e.t.Context(), tally)
-	res, err := e.handler.Handle(ctx, bus.Request{
+	res, err := e.handler.Handle(ctx, reconcile.Request{
 		Event:  &eventsv1.Event{Object: ref(cause), Type: eventsv1.EventType_EVENT_TYPE_MODIFIED},
 		Target: ref(target),
 	})
@@ -697,7 +698,7 @@ spec:
   parameters: {size: small, replicas: 1}
 `)
 	_, err, _ := e.handle(xr, nil)
-	if !bus.IsPermanent(err) {
+	if !reconcile.IsTerminal(err) {
 		t.Errorf("render with a failing patch returned %v, want a permanent error", err)
 	}
 	xr = e.mustGet(xnopGVK, "", "broken")
@@ -865,7 +866,7 @@ spec:
   crossplane:
     compositionRef: {name: xapps-cluster}
 `)
-	if _, err, _ := e.handle(other, nil); !bus.IsPermanent(err) {
+	if _, err, _ := e.handle(other, nil); !reconcile.IsTerminal(err) {
 		t.Errorf("render of a cluster-scoped kind for a Namespaced XR returned %v, want a permanent error", err)
 	}
 	other = e.mustGet(other.GroupVersionKind(), "team-a", "refused")
@@ -901,7 +902,7 @@ spec:
   crossplane:
     compositionRef: {name: xapps-elsewhere}
 `)
-	if _, err, _ := e.handle(moved, nil); !bus.IsPermanent(err) {
+	if _, err, _ := e.handle(moved, nil); !reconcile.IsTerminal(err) {
 		t.Errorf("render into another namespace for a Namespaced XR returned %v, want a permanent error", err)
 	}
 	moved = e.mustGet(moved.GroupVersionKind(), "team-a", "moved")

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/renderer/internal/composite"
 	"github.com/loomxr/loom/services/renderer/internal/function"
@@ -38,7 +38,7 @@ type Definitions interface {
 
 // DefinitionReconciler reconciles one XRD.
 type DefinitionReconciler interface {
-	Reconcile(ctx context.Context, name string) (bus.Result, error)
+	Reconcile(ctx context.Context, name string) (reconcile.Result, error)
 }
 
 // CompositionReconciler reconciles one Composition; ev is what caused it.
@@ -48,7 +48,7 @@ type CompositionReconciler interface {
 
 // CompositeReconciler renders one XR.
 type CompositeReconciler interface {
-	Reconcile(ctx context.Context, req composite.Request) (bus.Result, error)
+	Reconcile(ctx context.Context, req composite.Request) (reconcile.Result, error)
 }
 
 // FunctionCache forgets what it knows of a function.
@@ -71,7 +71,7 @@ func NewHandler(defs Definitions, d DefinitionReconciler, c CompositionReconcile
 	return &Handler{defs: defs, definitions: d, compositions: c, composites: x, functions: functions, log: log}
 }
 
-var _ bus.Handler = (*Handler)(nil)
+var _ reconcile.Handler = (*Handler)(nil)
 
 var (
 	xrdGK         = v1.CompositeResourceDefinitionGroupVersionKind.GroupKind()
@@ -81,30 +81,30 @@ var (
 	functionGK    = function.GVK.GroupKind()
 )
 
-// Handle implements bus.Handler.
-func (h *Handler) Handle(ctx context.Context, r bus.Request) (bus.Result, error) {
+// Handle implements reconcile.Handler.
+func (h *Handler) Handle(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
 	t := r.Target
 	gk := schema.GroupKind{Group: t.GetGroup(), Kind: t.GetKind()}
 	switch gk {
 	case xrdGK:
 		return h.definitions.Reconcile(ctx, t.GetName())
 	case compositionGK:
-		return bus.Result{}, h.compositions.Reconcile(ctx, t.GetName(), r.Event)
+		return reconcile.Result{}, h.compositions.Reconcile(ctx, t.GetName(), r.Event)
 	case functionGK:
 		if h.functions != nil {
 			h.functions.Invalidate(t.GetName())
 		}
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	case envGK, revisionGK:
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	xrd, err := h.defs.ForComposite(ctx, gk)
 	if err != nil {
-		return bus.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if xrd == nil {
 		h.log.Debug("Ignoring a request for a kind no XRD defines", "group", t.GetGroup(), "kind", t.GetKind(), "name", t.GetName())
-		return bus.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	req := composite.Request{
 		GVK:       xrd.GetCompositeGroupVersionKind(),

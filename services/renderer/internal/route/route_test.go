@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/renderer/internal/composite"
 )
@@ -32,9 +32,9 @@ func (oneXRD) ForComposite(_ context.Context, gk schema.GroupKind) (*v1.Composit
 // composites records the requests it is handed.
 type composites struct{ got []composite.Request }
 
-func (c *composites) Reconcile(_ context.Context, req composite.Request) (bus.Result, error) {
+func (c *composites) Reconcile(_ context.Context, req composite.Request) (reconcile.Result, error) {
 	c.got = append(c.got, req)
-	return bus.Result{}, nil
+	return reconcile.Result{}, nil
 }
 
 func TestHandleComposite(t *testing.T) {
@@ -65,7 +65,7 @@ func TestHandleComposite(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := &composites{}
 			h := NewHandler(oneXRD{}, nil, nil, c, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if _, err := h.Handle(t.Context(), bus.Request{Target: xr, Event: &eventsv1.Event{Object: tc.cause, Target: xr, Type: eventsv1.EventType_EVENT_TYPE_REQUEUE}}); err != nil {
+			if _, err := h.Handle(t.Context(), reconcile.Request{Target: xr, Event: &eventsv1.Event{Object: tc.cause, Target: xr, Type: eventsv1.EventType_EVENT_TYPE_REQUEUE}}); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff([]composite.Request{tc.want}, c.got); diff != "" {

@@ -76,7 +76,7 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
 	"github.com/loomxr/loom/services/secrets/internal/event"
@@ -186,7 +186,7 @@ func NewReconciler(c Client, d Definitions, s Store, t Tracker, o ...Option) *Re
 
 // Reconcile publishes the connection Secret of the XR t names, and its
 // claim's copy. It is idempotent and writes only what changed.
-func (r *Reconciler) Reconcile(ctx context.Context, t tracker.Target) (bus.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, t tracker.Target) (reconcile.Result, error) {
 	tally := &kube.Tally{}
 	ctx = kube.WithTally(ctx, tally)
 	start := time.Now()
@@ -195,7 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, t tracker.Target) (bus.Resul
 	r.log.Debug("Handled composite resource", "kind", t.GVK.Kind, "name", t.Name,
 		"keys", o.keys, "filtered", o.filtered, "published", o.published, "claimWritten", o.claim,
 		"reads", tally.Reads(), "writes", tally.Writes(), "duration", time.Since(start).Round(time.Millisecond), "err", err)
-	return bus.Result{}, err
+	return reconcile.Result{}, err
 }
 
 // outcome summarises a reconcile for the log line.
@@ -563,7 +563,7 @@ func (r *Reconciler) condition(st *xrState, res connection.Result, published boo
 }
 
 // fail records a failure on the XR's condition (and as a Warning event when
-// the condition changes). A permanent failure is returned as bus.Permanent:
+// the condition changes). A permanent failure is returned as reconcile.Terminal:
 // only a change of the input can fix it, and that change is an event.
 func (r *Reconciler) fail(ctx context.Context, st *xrState, reason common.ConditionReason, cause error, permanent bool) error {
 	c := newCondition(corev1.ConditionFalse, reason, cause.Error())
@@ -571,7 +571,7 @@ func (r *Reconciler) fail(ctx context.Context, st *xrState, reason common.Condit
 		return err
 	}
 	if permanent {
-		return bus.Permanent(cause)
+		return reconcile.Terminal(cause)
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
 	"github.com/loomxr/loom/services/secrets/internal/event"
 	"github.com/loomxr/loom/services/secrets/internal/fake"
@@ -504,7 +504,7 @@ func TestInvalidDetails(t *testing.T) {
 	trk := &testTracker{Cluster: c, tracked: map[types.UID]tracker.Deps{}}
 	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk)
 	_, err := r.Reconcile(t.Context(), tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"})
-	if !bus.IsPermanent(err) {
+	if !reconcile.IsTerminal(err) {
 		t.Errorf("Reconcile(...): error %v, want a permanent error", err)
 	}
 	want := `False/InvalidConnectionDetails: cannot compute the connection details of CompositionRevision "db-abc": invalid connection details: template "rule": connectionDetails[0]: name is required by type FromFieldPath`

@@ -27,14 +27,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/tracker"
 )
 
 // A Reconciler reconciles XRs (see composite.Reconciler).
 type Reconciler interface {
-	Reconcile(ctx context.Context, t tracker.Target) (bus.Result, error)
+	Reconcile(ctx context.Context, t tracker.Target) (reconcile.Result, error)
 }
 
 // A Client reads objects.
@@ -50,37 +50,41 @@ type Publisher interface {
 // maxClaims bounds the claims whose generation a Handler remembers.
 const maxClaims = 65536
 
-// Handler is the secrets service's bus.Handler. It is safe for concurrent
+// Handler is the secrets service's reconcile.Handler. It is safe for concurrent
 // use.
 type Handler struct {
 	xrs    Reconciler
 	client Client
 	pub    Publisher
-	log    *slog.Logger
-	source string
+	// service is the secrets service's work stream, where a claim's
+	// change requeues its XR.
+	service string
+	log     *slog.Logger
+	source  string
 
 	mu     sync.Mutex
 	claims map[types.UID]int64
 }
 
 // NewHandler returns a Handler that reconciles XRs with xrs and reads
-// claims through c, requeueing their XRs through pub.
-func NewHandler(xrs Reconciler, c Client, pub Publisher, log *slog.Logger, source string) *Handler {
-	return &Handler{xrs: xrs, client: c, pub: pub, log: log, source: source, claims: map[types.UID]int64{}}
+// claims through c, requeueing their XRs through pub on service's (its own)
+// work stream.
+func NewHandler(xrs Reconciler, c Client, pub Publisher, service string, log *slog.Logger, source string) *Handler {
+	return &Handler{xrs: xrs, client: c, pub: pub, service: service, log: log, source: source, claims: map[types.UID]int64{}}
 }
 
 // Handle handles one target.
-func (h *Handler) Handle(ctx context.Context, r bus.Request) (bus.Result, error) {
+func (h *Handler) Handle(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
 	t := r.Target
 	gvk := schema.GroupVersionKind{Group: t.GetGroup(), Version: t.GetVersion(), Kind: t.GetKind()}
 	if t.GetNamespace() == "" {
 		return h.xrs.Reconcile(ctx, tracker.Target{GVK: gvk, Name: t.GetName(), UID: types.UID(t.GetUid())})
 	}
-	return bus.Result{}, h.claim(ctx, r, gvk)
+	return reconcile.Result{}, h.claim(ctx, r, gvk)
 }
 
 // claim requeues the XR of a claim whose spec changed.
-func (h *Handler) claim(ctx context.Context, r bus.Request, gvk schema.GroupVersionKind) error {
+func (h *Handler) claim(ctx context.Context, r reconcile.Request, gvk schema.GroupVersionKind) error {
 	t, ev := r.Target, r.Event
 	uid := types.UID(t.GetUid())
 	if ev.GetType() == eventsv1.EventType_EVENT_TYPE_DELETED {
@@ -132,7 +136,7 @@ func (h *Handler) claim(ctx context.Context, r bus.Request, gvk schema.GroupVers
 		Reason:          "claim changed",
 		Source:          h.source,
 	}
-	if err := h.pub.Publish(ctx, bus.Secrets, req); err != nil {
+	if err := h.pub.Publish(ctx, h.service, req); err != nil {
 		return fmt.Errorf("cannot requeue %s %q for claim %s/%s: %w", kind, name, t.GetNamespace(), t.GetName(), err)
 	}
 	h.record(claim)

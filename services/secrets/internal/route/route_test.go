@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/fake"
 	"github.com/loomxr/loom/services/secrets/internal/tracker"
@@ -18,15 +18,15 @@ import (
 
 type reconciled []tracker.Target
 
-func (r *reconciled) Reconcile(_ context.Context, t tracker.Target) (bus.Result, error) {
+func (r *reconciled) Reconcile(_ context.Context, t tracker.Target) (reconcile.Result, error) {
 	*r = append(*r, t)
-	return bus.Result{}, nil
+	return reconcile.Result{}, nil
 }
 
 type published []*eventsv1.Event
 
 func (p *published) Publish(_ context.Context, service string, ev *eventsv1.Event) error {
-	if service == bus.Secrets {
+	if service == "secrets" {
 		*p = append(*p, ev)
 	}
 	return nil
@@ -59,9 +59,9 @@ spec:
   claimRef: {apiVersion: example.org/v1, kind: DB, namespace: team, name: db}
 `
 
-func claimEvent(name, uid string, gen int64, typ eventsv1.EventType) bus.Request {
+func claimEvent(name, uid string, gen int64, typ eventsv1.EventType) reconcile.Request {
 	ref := &eventsv1.ObjectRef{Group: "example.org", Version: "v1", Kind: "DB", Namespace: "team", Name: name, Uid: uid}
-	return bus.Request{Event: &eventsv1.Event{Object: ref, Generation: gen, Type: typ}, Target: ref}
+	return reconcile.Request{Event: &eventsv1.Event{Object: ref, Generation: gen, Type: typ}, Target: ref}
 }
 
 func TestHandle(t *testing.T) {
@@ -76,19 +76,19 @@ func TestHandle(t *testing.T) {
 	xrTarget := &eventsv1.ObjectRef{Group: "example.org", Version: "v1", Kind: "XDB", Name: "db-x", Uid: "xr-1"}
 	cases := map[string]struct {
 		reason        string
-		requests      []bus.Request
+		requests      []reconcile.Request
 		wantReconcile reconciled
 		wantPublished published
 		wantCalls     map[string]int
 	}{
 		"XR": {
 			reason:        "A cluster-scoped target is an XR, reconciled at once.",
-			requests:      []bus.Request{{Event: &eventsv1.Event{Object: xrTarget}, Target: xrTarget}},
+			requests:      []reconcile.Request{{Event: &eventsv1.Event{Object: xrTarget}, Target: xrTarget}},
 			wantReconcile: reconciled{{GVK: schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "XDB"}, Name: "db-x", UID: "xr-1"}},
 		},
 		"ClaimChanged": {
 			reason: "A claim whose spec changed requeues its XR, once per generation.",
-			requests: []bus.Request{
+			requests: []reconcile.Request{
 				claimEvent("db", "claim-1", 2, eventsv1.EventType_EVENT_TYPE_MODIFIED),
 				claimEvent("db", "claim-1", 2, eventsv1.EventType_EVENT_TYPE_MODIFIED),
 			},
@@ -97,21 +97,21 @@ func TestHandle(t *testing.T) {
 		},
 		"ClaimDeleted": {
 			reason:   "A deleted claim needs nothing: its Secret goes with it.",
-			requests: []bus.Request{claimEvent("db", "claim-1", 2, eventsv1.EventType_EVENT_TYPE_DELETED)},
+			requests: []reconcile.Request{claimEvent("db", "claim-1", 2, eventsv1.EventType_EVENT_TYPE_DELETED)},
 		},
 		"Unbound": {
 			reason:    "A claim without an XR requeues nothing.",
-			requests:  []bus.Request{claimEvent("unbound", "claim-2", 1, eventsv1.EventType_EVENT_TYPE_ADDED)},
+			requests:  []reconcile.Request{claimEvent("unbound", "claim-2", 1, eventsv1.EventType_EVENT_TYPE_ADDED)},
 			wantCalls: map[string]int{fake.Get: 1},
 		},
 		"NotBoundBack": {
 			reason:    "A claim naming an XR bound to another claim requeues nothing.",
-			requests:  []bus.Request{claimEvent("impostor", "claim-3", 1, eventsv1.EventType_EVENT_TYPE_ADDED)},
+			requests:  []reconcile.Request{claimEvent("impostor", "claim-3", 1, eventsv1.EventType_EVENT_TYPE_ADDED)},
 			wantCalls: map[string]int{fake.Get: 2},
 		},
 		"ClaimGone": {
 			reason:    "A claim that is gone requeues nothing.",
-			requests:  []bus.Request{claimEvent("gone", "claim-9", 1, eventsv1.EventType_EVENT_TYPE_MODIFIED)},
+			requests:  []reconcile.Request{claimEvent("gone", "claim-9", 1, eventsv1.EventType_EVENT_TYPE_MODIFIED)},
 			wantCalls: map[string]int{fake.Get: 1},
 		},
 	}
@@ -121,7 +121,7 @@ func TestHandle(t *testing.T) {
 			c.Add(objects)
 			var rec reconciled
 			var pub published
-			h := NewHandler(&rec, c, &pub, slog.Default(), "secrets/0")
+			h := NewHandler(&rec, c, &pub, "secrets", slog.Default(), "secrets/0")
 			for _, r := range tc.requests {
 				if _, err := h.Handle(t.Context(), r); err != nil {
 					t.Fatal(err)

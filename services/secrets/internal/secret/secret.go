@@ -36,12 +36,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 )
 
 // TypeConnection is the type of connection Secrets.
@@ -92,7 +92,8 @@ type Desired struct {
 }
 
 // DefaultMemoSize bounds how many Secrets a Store remembers; beyond it the
-// memory is dropped and rebuilt (each Secret then costs one read again).
+// least recently used are forgotten (each then costs one read again, and no
+// write if it is as desired).
 const DefaultMemoSize = 100_000
 
 // A Store writes connection Secrets. It is safe for concurrent use, but
@@ -102,9 +103,20 @@ type Store struct {
 	client Client
 	cache  Cache
 
-	mu   sync.Mutex
-	max  int
-	memo map[Key]written
+	memo *lru.Cache // Key to written; safe for concurrent use
+}
+
+// An Option configures a Store.
+type Option func(*Store)
+
+// WithMemoSize sets how many Secrets the Store remembers (default
+// DefaultMemoSize); n <= 0 keeps the default.
+func WithMemoSize(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.memo = lru.New(n)
+		}
+	}
 }
 
 // written is what a Store remembers of a Secret it wrote or read.
@@ -114,8 +126,12 @@ type written struct {
 }
 
 // New returns a Store that writes through c and consults cache.
-func New(c Client, cache Cache) *Store {
-	return &Store{client: c, cache: cache, max: DefaultMemoSize, memo: map[Key]written{}}
+func New(c Client, cache Cache, o ...Option) *Store {
+	s := &Store{client: c, cache: cache, memo: lru.New(DefaultMemoSize)}
+	for _, fn := range o {
+		fn(s)
+	}
+	return s
 }
 
 // Ensure makes the Secret d names hold exactly d.Data, creating it if
@@ -267,26 +283,18 @@ func (s *Store) Exists(k Key) bool {
 func (s *Store) Forget(k Key) { s.forget(k) }
 
 func (s *Store) recall(k Key) (written, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.memo[k]
-	return w, ok
+	w, ok := s.memo.Get(k)
+	if !ok {
+		return written{}, false
+	}
+	return w.(written), true
 }
 
 func (s *Store) remember(k Key, rv string, digest [sha256.Size]byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.memo[k]; !ok && len(s.memo) >= s.max {
-		s.memo = map[Key]written{}
-	}
-	s.memo[k] = written{resourceVersion: rv, digest: digest}
+	s.memo.Add(k, written{resourceVersion: rv, digest: digest})
 }
 
-func (s *Store) forget(k Key) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.memo, k)
-}
+func (s *Store) forget(k Key) { s.memo.Remove(k) }
 
 // Digest is a collision-resistant summary of Secret data: equal data (nil
 // and empty alike) gives equal digests.

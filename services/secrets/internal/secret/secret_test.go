@@ -1,12 +1,14 @@
 package secret_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loomxr/loom/services/secrets/internal/fake"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
@@ -235,5 +237,43 @@ func TestEnsureLabels(t *testing.T) {
 	want := map[string]string{"loom.dev/composite-uid": "xr-uid", secret.LabelManagedBy: secret.ManagedBy}
 	if diff := cmp.Diff(want, c.Secret(key.Namespace, key.Name).Labels); diff != "" {
 		t.Errorf("Ensure(...): the caller's labels are added and managed-by is always Loom's: -want, +got:\n%s", diff)
+	}
+}
+
+// TestMemoBound crosses the Store's memory bound: with room for 8 Secrets,
+// an unchanged resync of 20 XRs' Secrets writes nothing; the 8 still
+// remembered cost no request at all and the 12 forgotten a read each.
+func TestMemoBound(t *testing.T) {
+	const size, xrs = 8, 20
+	c := fake.New()
+	s := secret.New(c, c, secret.WithMemoSize(size))
+	d := func(i int) secret.Desired {
+		uid := types.UID(fmt.Sprintf("xr-%02d", i))
+		return secret.Desired{
+			Key:   secret.Key{Namespace: "system", Name: string(uid)},
+			Owner: metav1.OwnerReference{APIVersion: "example.org/v1", Kind: "XDB", Name: "db", UID: uid},
+			Data:  map[string][]byte{"user": []byte("admin")},
+		}
+	}
+	for i := range xrs {
+		if _, err := s.Ensure(t.Context(), d(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Calls()
+	// The most recent first, so that the resync's own reads do not evict
+	// the Secrets still remembered before it reaches them.
+	for i := xrs - 1; i >= 0; i-- {
+		wrote, err := s.Ensure(t.Context(), d(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wrote {
+			t.Errorf("Ensure(%s): wrote an unchanged Secret", d(i).Key)
+		}
+	}
+	want := map[string]int{fake.GetSecret: xrs - size}
+	if diff := cmp.Diff(want, c.Calls(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("API requests of an unchanged resync of %d Secrets with room for %d: -want, +got:\n%s", xrs, size, diff)
 	}
 }

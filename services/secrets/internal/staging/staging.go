@@ -57,7 +57,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/loomxr/loom/pkg/bus"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	secretsv1 "github.com/loomxr/loom/proto/secrets/v1"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
@@ -120,6 +119,7 @@ type Server struct {
 
 	store     Store
 	pub       Publisher
+	service   string
 	namespace string
 	log       *slog.Logger
 	source    string
@@ -140,9 +140,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 func WithSource(src string) Option { return func(s *Server) { s.source = src } }
 
 // NewServer returns a Server that keeps staging Secrets in namespace
-// through store and requeues their XRs through pub.
-func NewServer(store Store, pub Publisher, namespace string, o ...Option) *Server {
-	s := &Server{store: store, pub: pub, namespace: namespace, log: slog.Default()}
+// through store and requeues their XRs through pub, on service's (the
+// secrets service's) work stream.
+func NewServer(store Store, pub Publisher, service, namespace string, o ...Option) *Server {
+	s := &Server{store: store, pub: pub, service: service, namespace: namespace, log: slog.Default()}
 	for _, fn := range o {
 		fn(s)
 	}
@@ -205,7 +206,7 @@ func (s *Server) requeue(ctx context.Context, gvk schema.GroupVersionKind, name 
 		Reason: "connection details returned by composition functions changed",
 		Source: s.source,
 	}
-	if err := s.pub.Publish(ctx, bus.Secrets, ev); err != nil {
+	if err := s.pub.Publish(ctx, s.service, ev); err != nil {
 		s.log.Info("Cannot requeue composite resource after its function connection details changed", "kind", gvk.Kind, "name", name, "err", err)
 	}
 }

@@ -140,7 +140,7 @@ func serve(t *testing.T) *endpoint {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := staging.NewServer(secret.New(e.cluster, staging.ReadThrough(e.cluster)), e.pub, "loom-system", staging.WithSource("secrets/test"))
+	srv := staging.NewServer(secret.New(e.cluster, staging.ReadThrough(e.cluster)), e.pub, "secrets", "loom-system", staging.WithSource("secrets/test"))
 	g := staging.NewGRPCServer(srv, cfg, staging.DefaultClientIdentity)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -402,8 +402,8 @@ func TestServerTLSErrors(t *testing.T) {
 func TestPublishTwoReplicas(t *testing.T) {
 	c := fake.New()
 	lagging := &frozenCache{Cache: c}
-	a := staging.NewServer(secret.New(c, staging.ReadThrough(lagging)), &recorder{}, "loom-system")
-	b := staging.NewServer(secret.New(c, staging.ReadThrough(c)), &recorder{}, "loom-system")
+	a := staging.NewServer(secret.New(c, staging.ReadThrough(lagging)), &recorder{}, "secrets", "loom-system")
+	b := staging.NewServer(secret.New(c, staging.ReadThrough(c)), &recorder{}, "secrets", "loom-system")
 	ctx := t.Context()
 	for i, step := range []struct {
 		srv      *staging.Server

@@ -70,7 +70,6 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/loomxr/loom/pkg/bus"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
 	"github.com/loomxr/loom/services/secrets/internal/staging"
@@ -89,6 +88,15 @@ type Publisher interface {
 	Publish(ctx context.Context, service string, ev *eventsv1.Event) error
 }
 
+// Services names the work streams a Tracker publishes to.
+type Services struct {
+	// Secrets is the secrets service's: a changed Secret requeues its XR.
+	Secrets string
+	// Renderer is the renderer's: a changed Secret that composition
+	// functions observe requeues its XR there too.
+	Renderer string
+}
+
 // An OwnerReader reads the metadata of an object (the owner of a Secret).
 type OwnerReader interface {
 	// Controller returns the controller reference of the object that ref,
@@ -104,6 +112,7 @@ type OwnerReader interface {
 type Tracker struct {
 	informer cache.SharedIndexInformer
 	pub      Publisher
+	services Services
 	log      *slog.Logger
 	own      func(k secret.Key, resourceVersion string) bool
 	owners   OwnerReader
@@ -177,21 +186,22 @@ const FieldSelector = "type=" + string(secret.TypeConnection)
 
 // New returns a Tracker whose informer lists and watches connection Secrets
 // through md. Run starts it.
-func New(md metadata.Interface, pub Publisher, o ...Option) *Tracker {
+func New(md metadata.Interface, pub Publisher, services Services, o ...Option) *Tracker {
 	f := metadatainformer.NewFilteredSharedInformerFactory(md, 0, metav1.NamespaceAll, func(lo *metav1.ListOptions) {
 		lo.FieldSelector = FieldSelector
 	})
 	inf := f.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer()
-	t := NewForInformer(inf, pub, o...)
+	t := NewForInformer(inf, pub, services, o...)
 	return t
 }
 
 // NewForInformer returns a Tracker over inf, an informer of
 // *metav1.PartialObjectMetadata of connection Secrets that has not started.
-func NewForInformer(inf cache.SharedIndexInformer, pub Publisher, o ...Option) *Tracker {
+func NewForInformer(inf cache.SharedIndexInformer, pub Publisher, services Services, o ...Option) *Tracker {
 	t := &Tracker{
 		informer: inf,
 		pub:      pub,
+		services: services,
 		log:      slog.Default(),
 		own:      func(secret.Key, string) bool { return false },
 		traces:   make(chan struct{}, 8),
@@ -435,7 +445,7 @@ func (t *Tracker) context() context.Context {
 // requeue publishes a REQUEUE event for xr on the secrets stream because of
 // Secret m.
 func (t *Tracker) requeue(ctx context.Context, xr Target, m *metav1.PartialObjectMetadata) {
-	if err := t.pub.Publish(ctx, bus.Secrets, t.event(xr, m, "connection secret changed")); err != nil {
+	if err := t.pub.Publish(ctx, t.services.Secrets, t.event(xr, m, "connection secret changed")); err != nil {
 		t.log.Info("Cannot requeue composite resource after its connection Secret changed",
 			"kind", xr.GVK.Kind, "name", xr.Name, "secret", m.Namespace+"/"+m.Name, "err", err)
 	}
@@ -444,7 +454,7 @@ func (t *Tracker) requeue(ctx context.Context, xr Target, m *metav1.PartialObjec
 // render publishes a REQUEUE event for xr on the renderer's stream because
 // of Secret m.
 func (t *Tracker) render(ctx context.Context, xr Target, m *metav1.PartialObjectMetadata) {
-	if err := t.pub.Publish(ctx, bus.Renderer, t.event(xr, m, "connection secret observed by composition functions changed")); err != nil {
+	if err := t.pub.Publish(ctx, t.services.Renderer, t.event(xr, m, "connection secret observed by composition functions changed")); err != nil {
 		t.log.Info("Cannot ask the renderer to render composite resource after a connection Secret changed",
 			"kind", xr.GVK.Kind, "name", xr.Name, "secret", m.Namespace+"/"+m.Name, "err", err)
 	}

@@ -115,7 +115,7 @@ func start(t *testing.T, src *fcache.FakeControllerSource, o ...Option) (*Tracke
 	t.Helper()
 	inf := cache.NewSharedIndexInformer(src, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
 	rec := &recorder{}
-	tr := NewForInformer(inf, rec, append([]Option{WithSource("secrets/0")}, o...)...)
+	tr := NewForInformer(inf, rec, Services{Secrets: "secrets", Renderer: "renderer"}, append([]Option{WithSource("secrets/0")}, o...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
