@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
-	"github.com/loomxr/loom/services/renderer/internal/apply"
+	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/services/renderer/internal/kube"
 )
 

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
-	"github.com/loomxr/loom/services/secrets/internal/event"
 	"github.com/loomxr/loom/services/secrets/internal/fake"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
 	"github.com/loomxr/loom/services/secrets/internal/tracker"

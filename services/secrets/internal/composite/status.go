@@ -13,8 +13,8 @@ import (
 
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
-	"github.com/loomxr/loom/services/secrets/internal/event"
 )
 
 // condition returns the XR's ConnectionDetailsReady condition after a
