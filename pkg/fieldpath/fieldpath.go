@@ -125,6 +125,11 @@ func (e *ParseError) Error() string {
 // Parse splits a field path into segments. It returns a *ParseError if the
 // path is not valid. The empty path has no segments.
 func Parse(path string) (Segments, error) {
+	return parse(path)
+}
+
+// parseLoom is Loom's parser.
+func parseLoom(path string) (Segments, error) {
 	p := parser{in: path}
 	return p.parse()
 }
