@@ -71,17 +71,12 @@ func Pave(object map[string]any, o ...Option) *Paved {
 func (p *Paved) UnstructuredContent() map[string]any { return p.p.UnstructuredContent() }
 
 // GetValue returns the value at path.
-func (p *Paved) GetValue(path string) (any, error) {
-	if path == "" {
-		return p.p.UnstructuredContent(), nil
-	}
-	return p.p.GetValue(path)
-}
+func (p *Paved) GetValue(path string) (any, error) { return p.p.GetValue(path) }
 
 // GetSegments returns the value at s within v.
 func GetSegments(v any, s Segments) (any, error) {
 	if len(s) == 0 {
-		return v, nil
+		return nil, nil
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
