@@ -12,10 +12,16 @@ ROOT     := $(CURDIR)
 BIN      := $(ROOT)/bin
 CACHE    := $(ROOT)/.cache
 TOOLS    := $(CACHE)/tools
-MODULES  := proto pkg services/watcher services/renderer services/binder services/secrets cmd/loomctl e2e tools
+# The go.work modules. tools/ is a module of its own outside go.work (its
+# replace block mirrors k8s.io/kubernetes's and must not steer the services'
+# dependencies): the targets below run it with GOWORK=off.
+MODULES  := proto pkg services/watcher services/renderer services/binder services/secrets cmd/loomctl e2e
+TOOLS_MODULE := tools
 
-# Kubernetes release the local control plane is built from (tools/go.mod pins it).
-K8S_VERSION  := v1.35.4
+# Kubernetes release the local control plane is built from: written once, as
+# the k8s.io/kubernetes requirement of tools/go.mod (pkg/stack reads it there too).
+K8S_VERSION  := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ {print $$2}' tools/go.mod)
+K8S_MINOR    := $(word 2,$(subst ., ,$(K8S_VERSION)))
 K8S_BIN      := $(CACHE)/k8s/$(K8S_VERSION)
 CONTROL_PLANE := $(K8S_BIN)/kube-apiserver $(K8S_BIN)/kube-controller-manager $(K8S_BIN)/etcd
 # kubectl of the same release, for people using the local stack (bin/kubectl).
@@ -49,7 +55,7 @@ $(K8S_BIN)/kubectl:                 CP_PKG := k8s.io/kubernetes/cmd/kubectl
 # Stamp the release into the binaries so /version reports it (as the
 # Kubernetes build scripts do).
 CP_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
-	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=35 -X $(p).gitTreeState=clean)
+	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
 
 # Built only when missing: tools/go.mod pins the versions, and the directory
 # name carries K8S_VERSION, so bumping it builds afresh. GOWORK=off keeps the
@@ -75,6 +81,7 @@ test: check-generate unit fuzz e2e chart-test ## Everything CI runs.
 .PHONY: unit
 unit: build control-plane ## Unit and integration tests of every module, with the race detector (some run on the real control plane).
 	@failed=""; for m in $(MODULES); do echo "=== go test $$m"; (cd $$m && go test -race -timeout $(UNIT_TIMEOUT) ./...) || failed="$$failed $$m"; done; \
+	  echo "=== go test $(TOOLS_MODULE)"; (cd $(TOOLS_MODULE) && GOWORK=off go test -race -timeout $(UNIT_TIMEOUT) ./...) || failed="$$failed $(TOOLS_MODULE)"; \
 	  if [ -n "$$failed" ]; then echo "unit tests failed in:$$failed"; exit 1; fi
 
 # Every fuzz target (func FuzzX in a _test.go file of a go.work module) runs
@@ -111,7 +118,7 @@ e2e-cluster: build control-plane ## A NATS server lost under CLUSTER_CLAIMS clai
 	  go test -timeout 60m -count=1 -tags e2e -run '^TestNATSCluster$$' -v .
 
 .PHONY: e2e
-e2e: build control-plane ## End-to-end tests on the real local stack.
+e2e: build control-plane ## End-to-end tests on the real local stack (TestObserve skips unless make observe-tools has run).
 	cd e2e && go test -timeout $(E2E_TIMEOUT) -count=1 -tags e2e ./...
 
 # make bench: N claims; SCALE=1 runs renderer and binder at 1 and at 3
@@ -124,6 +131,42 @@ BENCH_FLAGS  ?=
 .PHONY: bench
 bench: build control-plane ## Scale benchmark: N claims to Ready; writes bench/results/latest.json and a row of BENCHMARKS.md.
 	cd e2e && go run -tags e2e ./bench/cmd/loombench -n $(N) -scale=$(SCALE) -nats-cluster $(NATS_CLUSTER) $(BENCH_FLAGS)
+
+# Prometheus and Jaeger for make observe and TestObserve, built from the Go
+# module proxy (tools/prometheus and tools/jaeger, modules outside go.work,
+# whose go.mod pins the release) into .cache/tools, only when missing: the
+# file name carries the version, so bumping it builds afresh. Prometheus is
+# built without the builtinassets tag: its module ships the UI's sources,
+# not the built UI, so the API answers and the UI pages do not (Jaeger's UI
+# likewise shows a placeholder).
+PROMETHEUS_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/prometheus/prometheus" {print $$3}' tools/prometheus/go.mod)
+JAEGER_VERSION     := $(shell awk '$$1 == "require" && $$2 == "github.com/jaegertracing/jaeger" {print $$3}' tools/jaeger/go.mod)
+PROMETHEUS         := $(TOOLS)/prometheus-$(PROMETHEUS_VERSION)
+JAEGER             := $(TOOLS)/jaeger-$(JAEGER_VERSION)
+export LOOM_PROMETHEUS := $(PROMETHEUS)
+export LOOM_JAEGER     := $(JAEGER)
+$(PROMETHEUS):
+	@mkdir -p $(TOOLS)
+	@echo "building prometheus $(PROMETHEUS_VERSION) into $(TOOLS) (first time only, a few minutes)"
+	cd tools/prometheus && GOWORK=off go build -ldflags '-s -w' -o $@.tmp github.com/prometheus/prometheus/cmd/prometheus
+	@mv $@.tmp $@
+$(JAEGER):
+	@mkdir -p $(TOOLS)
+	@echo "building jaeger $(JAEGER_VERSION) into $(TOOLS) (first time only, a few minutes)"
+	cd tools/jaeger && GOWORK=off go build -ldflags '-s -w' -o $@.tmp github.com/jaegertracing/jaeger/cmd/jaeger
+	@mv $@.tmp $@
+
+.PHONY: observe-tools
+observe-tools: $(PROMETHEUS) $(JAEGER) ## Build Prometheus and Jaeger from the Go module proxy (cached).
+
+# make observe: OBSERVE_N claims, three in every twenty broken on purpose
+# (e2e/observe); PNG=1 also draws each dashboard row's main series into
+# bench/results/observe, with panels.md (what each query showed).
+OBSERVE_N ?= 300
+PNG       ?= 0
+.PHONY: observe
+observe: build control-plane kubectl observe-tools ## Stack + Prometheus + Jaeger, a load, every dashboard query and a claim's trace checked; stays up until Ctrl-C (PNG=1 draws the rows).
+	cd e2e && go run -tags e2e ./observe/cmd/loomobserve -n $(OBSERVE_N) $(if $(filter 1,$(PNG)),-png $(ROOT)/bench/results/observe)
 
 .PHONY: bench-bus
 bench-bus: ## Event bus on an embedded NATS server, 3 worker replicas: prints {"events_per_s","p50_ms","p99_ms","overlaps"}.
@@ -170,7 +213,7 @@ PROTO_FILES = $(shell cd proto && find . -name '*.proto' | sed 's|^./||' | sort)
 .PHONY: generate-proto
 generate-proto:
 	@mkdir -p $(TOOLS)
-	cd tools && go build -o $(TOOLS)/protogen ./cmd/protogen && go build -o $(TOOLS)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go && go build -o $(TOOLS)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	cd tools && export GOWORK=off && go build -o $(TOOLS)/protogen ./cmd/protogen && go build -o $(TOOLS)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go && go build -o $(TOOLS)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	$(TOOLS)/protogen -root proto -plugin protoc-gen-go=$(TOOLS)/protoc-gen-go -plugin protoc-gen-go-grpc=$(TOOLS)/protoc-gen-go-grpc $(PROTO_FILES)
 
 # API types: deepcopy functions and CRDs of pkg/apis by controller-gen, built
@@ -202,6 +245,7 @@ lint: ## Static checks of every module.
 .PHONY: tidy
 tidy: ## go mod tidy in every module.
 	@for m in $(MODULES); do (cd $$m && go mod tidy); done
+	cd $(TOOLS_MODULE) && GOWORK=off go mod tidy
 
 .PHONY: clean
 clean:

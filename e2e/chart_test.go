@@ -49,8 +49,18 @@ import (
 const (
 	chartDir       = "../deploy/helm/loom"
 	chartNamespace = "loom-system"
-	chartKube      = "v1.35.4"
 )
+
+// chartKube is the Kubernetes release the chart is rendered for: the local
+// control plane's (tools/go.mod writes it once).
+func chartKube(t *testing.T) string {
+	t.Helper()
+	v, err := stack.KubernetesVersion("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
 
 var chartServices = []string{"watcher", "renderer", "binder", "secrets"}
 
@@ -86,7 +96,7 @@ func chartHelm(t *testing.T, args ...string) (string, error) {
 // extra helm template arguments (-f FILE, --set K=V) and returns its objects.
 func renderChart(t *testing.T, args ...string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace, "--kube-version", chartKube}, args...)...)
+	out, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace, "--kube-version", chartKube(t)}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -705,7 +715,7 @@ func TestChartSchema(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace, "--kube-version", chartKube}, tc.args...)...)
+			_, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace, "--kube-version", chartKube(t)}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s\nhelm template: error %v, want one mentioning %q", tc.reason, err, tc.want)
 			}
@@ -746,8 +756,9 @@ func TestChartServerSideDryRun(t *testing.T) {
 	chartHelmBinary(t)
 	ctx := t.Context()
 	// No services: only the API server matters. The ServiceMonitor CRD
-	// stands in for the Prometheus Operator's.
-	opts := stack.Options{StateDir: t.TempDir(), Services: []string{}, ExtraCRDDirs: []string{"testdata/chart"}}
+	// stands in for the Prometheus Operator's; KEDA's ScaledObject CRD is
+	// KEDA's own (testdata/keda/README.md).
+	opts := stack.Options{StateDir: t.TempDir(), Services: []string{}, ExtraCRDDirs: []string{"testdata/chart", "testdata/keda"}}
 	if testing.Verbose() {
 		opts.Log = os.Stderr
 	}
@@ -795,7 +806,7 @@ func TestChartServerSideDryRun(t *testing.T) {
 		return err
 	}
 
-	for name, args := range map[string][]string{"Defaults": nil, "Production": chartProduction} {
+	for name, args := range map[string][]string{"Defaults": nil, "Production": chartProduction, "KEDA": chartKEDA} {
 		t.Run(name, func(t *testing.T) {
 			objs := renderChart(t, append(args, "--include-crds")...)
 			if len(objs) < 20 {
@@ -817,6 +828,83 @@ func TestChartServerSideDryRun(t *testing.T) {
 	}
 	if err := apply(bad); err == nil {
 		t.Errorf("a Deployment with spec.template.spec.replicas was accepted; strict validation is off")
+	}
+	// And KEDA's schema is enforced: a trigger without its type is refused.
+	badSO := chartFindUnstructured(t, renderChart(t, chartKEDA...), "ScaledObject", "loom-binder").DeepCopy()
+	triggers, _, _ := unstructured.NestedSlice(badSO.Object, "spec", "triggers")
+	delete(triggers[0].(map[string]any), "type")
+	if err := unstructured.SetNestedSlice(badSO.Object, triggers, "spec", "triggers"); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(badSO); err == nil {
+		t.Errorf("a ScaledObject trigger without a type was accepted; KEDA's schema is not enforced")
+	}
+}
+
+// chartKEDA renders with backlog-driven scaling of the renderer, binder and
+// secrets services.
+var chartKEDA = []string{
+	"--set", "keda.natsServerMonitoringEndpoint=nats.nats.svc.cluster.local:8222",
+	"--set", "services.renderer.keda.enabled=true",
+	"--set", "services.binder.keda.enabled=true",
+	"--set", "services.secrets.keda.enabled=true",
+}
+
+// TestChartKEDA renders the opt-in ScaledObjects: one per service with KEDA
+// on, scaling its Deployment, with one nats-jetstream trigger per consumer
+// of its work stream (every partition, both lanes); the Deployment leaves
+// its replica count to KEDA; and refuses KEDA together with the CPU HPA, or
+// without the NATS monitoring endpoint.
+func TestChartKEDA(t *testing.T) {
+	if objs := renderChart(t); len(chartNames(objs, "ScaledObject")) != 0 {
+		t.Errorf("default values render ScaledObjects %v; want none (KEDA is opt-in)", chartNames(objs, "ScaledObject"))
+	}
+	objs := renderChart(t, append(chartKEDA, "--set", "nats.partitions=4")...)
+	if diff := cmp.Diff([]string{"loom-binder", "loom-renderer", "loom-secrets"}, chartNames(objs, "ScaledObject")); diff != "" {
+		t.Errorf("ScaledObjects (-want, +got):\n%s", diff)
+	}
+	so := chartFindUnstructured(t, objs, "ScaledObject", "loom-renderer")
+	target, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "name")
+	maxR, _, _ := unstructured.NestedInt64(so.Object, "spec", "maxReplicaCount")
+	if target != "loom-renderer" || maxR != 10 {
+		t.Errorf("renderer's ScaledObject scales %q up to %d; want loom-renderer up to 10", target, maxR)
+	}
+	triggers, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
+	var consumers []string
+	for _, tr := range triggers {
+		m := tr.(map[string]any)
+		md := m["metadata"].(map[string]any)
+		if m["type"] != "nats-jetstream" || md["stream"] != "LOOM_RENDERER" || md["account"] != "$G" ||
+			md["natsServerMonitoringEndpoint"] != "nats.nats.svc.cluster.local:8222" || md["lagThreshold"] != "20" {
+			t.Errorf("trigger %v; want nats-jetstream on stream LOOM_RENDERER, account $G, the given endpoint, lagThreshold 20", m)
+		}
+		consumers = append(consumers, md["consumer"].(string))
+	}
+	want := []string{"renderer-p00", "renderer-p00-urgent", "renderer-p01", "renderer-p01-urgent",
+		"renderer-p02", "renderer-p02-urgent", "renderer-p03", "renderer-p03-urgent"}
+	if diff := cmp.Diff(want, consumers); diff != "" {
+		t.Errorf("triggers' consumers (-want, +got):\n%s", diff)
+	}
+	var d appsv1.Deployment
+	chartFind(t, objs, "Deployment", "loom-renderer", &d)
+	if d.Spec.Replicas != nil {
+		t.Errorf("loom-renderer has replicas %d with KEDA on; want it left to KEDA", *d.Spec.Replicas)
+	}
+	if len(chartNames(objs, "HorizontalPodAutoscaler")) != 0 {
+		t.Errorf("HPAs %v rendered beside the ScaledObjects", chartNames(objs, "HorizontalPodAutoscaler"))
+	}
+
+	for name, args := range map[string][]string{
+		"WithTheCPUHPA":      append(slices.Clone(chartKEDA), "--set", "services.binder.autoscaling.enabled=true"),
+		"WithoutAnEndpoint":  {"--set", "services.binder.keda.enabled=true"},
+		"LagThresholdZero":   append(slices.Clone(chartKEDA), "--set", "services.binder.keda.lagThreshold=0"),
+		"UnknownKEDASetting": append(slices.Clone(chartKEDA), "--set", "services.binder.keda.lag=5"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := chartHelm(t, append([]string{"template", "loom", chartDir, "--namespace", chartNamespace}, args...)...); err == nil {
+				t.Errorf("helm template %v succeeded; want it refused", args)
+			}
+		})
 	}
 }
 

@@ -37,6 +37,7 @@ type metrics struct {
 	ownedC       metric.Int64UpDownCounter
 	pendingG     metric.Int64ObservableGauge
 	ackPendingG  metric.Int64ObservableGauge
+	redeliveredG metric.Int64ObservableGauge
 }
 
 func newMetrics() *metrics {
@@ -62,8 +63,10 @@ func newMetrics() *metrics {
 		metric.WithDescription("Events waiting in a partition's consumer, not yet delivered, by service and partition (reported by the owner)."))
 	ack, _ := m.Int64ObservableGauge("loom.bus.consumer.ack_pending",
 		metric.WithDescription("Events delivered from a partition's consumer and not yet acknowledged, by service and partition (reported by the owner)."))
+	rdg, _ := m.Int64ObservableGauge("loom.bus.consumer.redelivered",
+		metric.WithDescription("Events of a partition's consumer that JetStream is delivering again and that are not yet acknowledged, by service and partition (reported by the owner)."))
 	return &metrics{meter: m, publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq,
-		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack}
+		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack, redeliveredG: rdg}
 }
 
 func (m *metrics) published(service, kind string, err error) {
@@ -97,7 +100,7 @@ func (m *metrics) redelivered(service, kind string) {
 		attribute.String("service", service), attribute.String("kind", kind)))
 }
 
-// observeConsumers reports the pending and ack-pending counts of the
+// observeConsumers reports the pending, ack-pending and redelivered counts of the
 // consumers of the partitions w owns, read from JetStream at each
 // collection, until the returned function is called.
 func (m *metrics) observeConsumers(w *Worker) func() {
@@ -111,7 +114,7 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 		defer cancel()
 		for _, p := range w.Owned() {
 			// Both lanes of the partition, summed.
-			var pending, ackPending int64
+			var pending, ackPending, redelivered int64
 			seen := false
 			for _, name := range []string{ConsumerName(w.service, p), UrgentConsumerName(w.service, p)} {
 				c, err := w.js.Consumer(ctx, StreamName(w.service), name)
@@ -128,6 +131,7 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 				seen = true
 				pending += int64(info.NumPending)
 				ackPending += int64(info.NumAckPending)
+				redelivered += int64(info.NumRedelivered)
 			}
 			if !seen {
 				continue
@@ -135,9 +139,10 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 			attrs := metric.WithAttributes(attribute.String("service", w.service), attribute.Int("partition", p))
 			o.ObserveInt64(m.pendingG, pending, attrs)
 			o.ObserveInt64(m.ackPendingG, ackPending, attrs)
+			o.ObserveInt64(m.redeliveredG, redelivered, attrs)
 		}
 		return nil
-	}, m.pendingG, m.ackPendingG)
+	}, m.pendingG, m.ackPendingG, m.redeliveredG)
 	if err != nil {
 		return func() {}
 	}

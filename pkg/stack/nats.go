@@ -82,6 +82,14 @@ func (s *Stack) startNATS(ctx context.Context) error {
 			opts.Cluster = server.ClusterOpts{Name: natsClusterName, Host: "127.0.0.1", Port: routePorts[i]}
 			opts.Routes = routes
 		}
+		if s.opts.NATSMonitoring {
+			mp, err := freePort()
+			if err != nil {
+				c.stop()
+				return err
+			}
+			opts.HTTPHost, opts.HTTPPort = "127.0.0.1", mp
+		}
 		if err := s.natsAuth.authorize(opts); err != nil {
 			c.stop()
 			return err
@@ -254,6 +262,22 @@ func (s *Stack) NATSURLs() []string {
 		urls[i] = withUserInfo(u, s.natsAuth.admin)
 	}
 	return urls
+}
+
+// NATSMonitorURLs returns the base URL (http://127.0.0.1:PORT) of each
+// NATS server's monitoring endpoint, in server order, or nil unless
+// Options.NATSMonitoring is set.
+func (s *Stack) NATSMonitorURLs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nats == nil || !s.opts.NATSMonitoring {
+		return nil
+	}
+	var out []string
+	for _, e := range s.nats.servers {
+		out = append(out, "http://"+hostPort(e.opts.HTTPPort))
+	}
+	return out
 }
 
 // NATSServerName returns the name of embedded NATS server i, as JetStream

@@ -9,11 +9,6 @@ import (
 	"time"
 )
 
-// KubernetesVersion is the release of the control-plane binaries the stack
-// runs; tools/go.mod pins the same release and the Makefile builds it into
-// .cache/k8s/<KubernetesVersion>.
-const KubernetesVersion = "v1.35.4"
-
 // Namespace is where the stack creates the services' ServiceAccounts.
 const Namespace = "loom-system"
 
@@ -105,6 +100,12 @@ type Options struct {
 	// cluster loses its quorum with either server.
 	NATSServers int
 
+	// NATSMonitoring turns on each NATS server's HTTP monitoring endpoint
+	// (/varz, /jsz, ...) on a free loopback port; NATSMonitorURLs lists
+	// them. For observing the stack (make observe) and for scalers that read
+	// consumer lag from it, as KEDA's nats-jetstream scaler does.
+	NATSMonitoring bool
+
 	// Env is added to the environment of every service replica (after the
 	// stack's own variables, so it may override them), for example
 	// OTEL_EXPORTER_OTLP_ENDPOINT to collect the services' traces.
@@ -156,6 +157,12 @@ func (o Options) withDefaults() (Options, error) {
 		*p = a
 		return err
 	}
+	k8sBin := ""
+	if o.K8sBinDir == "" && os.Getenv("LOOM_K8S_BIN_DIR") == "" {
+		if k8sBin, err = DefaultK8sBinDir(o.RepoRoot); err != nil {
+			return o, err
+		}
+	}
 	for _, d := range []struct {
 		p        *string
 		env      string
@@ -163,7 +170,7 @@ func (o Options) withDefaults() (Options, error) {
 	}{
 		{&o.StateDir, "", filepath.Join(o.RepoRoot, ".loom")},
 		{&o.BinDir, "LOOM_BIN_DIR", filepath.Join(o.RepoRoot, "bin")},
-		{&o.K8sBinDir, "LOOM_K8S_BIN_DIR", filepath.Join(o.RepoRoot, ".cache", "k8s", KubernetesVersion)},
+		{&o.K8sBinDir, "LOOM_K8S_BIN_DIR", k8sBin},
 		{&o.RBACDir, "", filepath.Join(o.RepoRoot, "deploy", "helm", "loom", "files", "rbac")},
 	} {
 		if err := def(d.p, d.env, d.fallback); err != nil {

@@ -35,6 +35,13 @@ func TestWithDefaults(t *testing.T) {
 	t.Setenv("LOOM_BIN_DIR", "")
 	t.Setenv("LOOM_K8S_BIN_DIR", "")
 	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "tools"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mod := "module example.com/tools\n\nrequire (\n\tk8s.io/kubernetes v1.99.1\n)\n"
+	if err := os.WriteFile(filepath.Join(root, "tools", "go.mod"), []byte(mod), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
 		reason string
 		in     Options
@@ -48,7 +55,7 @@ func TestWithDefaults(t *testing.T) {
 				RepoRoot:     root,
 				StateDir:     filepath.Join(root, ".loom"),
 				BinDir:       filepath.Join(root, "bin"),
-				K8sBinDir:    filepath.Join(root, ".cache", "k8s", KubernetesVersion),
+				K8sBinDir:    filepath.Join(root, ".cache", "k8s", "v1.99.1"),
 				RBACDir:      filepath.Join(root, "deploy", "helm", "loom", "files", "rbac"),
 				Services:     DefaultServices,
 				CRDDirs:      []string{filepath.Join(root, "deploy", "helm", "loom", "crds")},

@@ -17,6 +17,7 @@ const (
 	MetricClaimTimeToReady     = "loom.claim.time_to_ready"
 	MetricCompositeTimeToReady = "loom.composite.time_to_ready"
 	MetricReferencesWaiting    = "loom.binder.references.waiting"
+	MetricK8sRequests          = "loom.k8s.requests"
 )
 
 // ReadyBuckets are the histogram buckets of the time-to-Ready instruments,
@@ -64,7 +65,9 @@ func newReady() *ready {
 	xr, _ := m.Float64Histogram(MetricCompositeTimeToReady, metric.WithUnit("s"),
 		metric.WithDescription("Time from a composite resource's creation to its Ready condition becoming True, by kind."),
 		metric.WithExplicitBucketBoundaries(ReadyBuckets...))
-	r := &ready{claim: claim, xr: xr, waiting: map[string]waiting{}}
+	req, _ := m.Int64Counter(MetricK8sRequests,
+		metric.WithDescription("Kubernetes API requests of this process, by verb, resource and outcome (HTTP status code, or error)."))
+	r := &ready{claim: claim, xr: xr, requests: req, waiting: map[string]waiting{}}
 	_, _ = m.Int64ObservableGauge(MetricReferencesWaiting,
 		metric.WithDescription("References of composed resources waiting to resolve, summed over the composite resources this replica handled."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
@@ -75,8 +78,9 @@ func newReady() *ready {
 }
 
 type ready struct {
-	claim metric.Float64Histogram
-	xr    metric.Float64Histogram
+	claim    metric.Float64Histogram
+	xr       metric.Float64Histogram
+	requests metric.Int64Counter
 
 	mu      sync.Mutex
 	waiting map[string]waiting

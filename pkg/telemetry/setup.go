@@ -235,9 +235,11 @@ func (s *switchGatherer) Gather() ([]*dto.MetricFamily, error) {
 	return g.Gather()
 }
 
-// HandlerFor serves the metrics of g in the Prometheus text format.
+// HandlerFor serves the metrics of g in the Prometheus text format, or in
+// OpenMetrics when the scraper asks for it (Accept), which carries the
+// exemplars that link a time-to-Ready observation to its trace.
 func HandlerFor(g prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
 }
 
 // lineageWindow is how long Lineage keeps an object's trace.

@@ -273,6 +273,86 @@ func TestWrapTransport(t *testing.T) {
 	}
 }
 
+func TestRequestVerbResource(t *testing.T) {
+	cases := map[string]struct {
+		reason       string
+		method, path string
+		header       http.Header
+		want         [2]string
+	}{
+		"Get":         {reason: "A GET of a named object is a get.", method: "GET", path: "/apis/example.org/v1/namespaces/ns/xthings/a", want: [2]string{"get", "xthings"}},
+		"List":        {reason: "A GET of a collection is a list.", method: "GET", path: "/apis/example.org/v1/xthings", want: [2]string{"list", "xthings"}},
+		"Watch":       {reason: "A GET with watch=true is a watch.", method: "GET", path: "/apis/example.org/v1/xthings?watch=true", want: [2]string{"watch", "xthings"}},
+		"ApplyStatus": {reason: "An apply patch of a subresource names both.", method: "PATCH", path: "/apis/nop.loom.dev/v1alpha1/nopresources/n/status", header: http.Header{"Content-Type": {"application/apply-patch+yaml"}}, want: [2]string{"apply", "nopresources/status"}},
+		"Create":      {reason: "A POST creates.", method: "POST", path: "/api/v1/namespaces/ns/secrets", want: [2]string{"create", "secrets"}},
+		"Discovery":   {reason: "A path that names no resource is other, by method.", method: "GET", path: "/apis/example.org/v1", want: [2]string{"get", "other"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "https://k8s"+tc.path, nil)
+			for k, v := range tc.header {
+				r.Header[k] = v
+			}
+			verb, res := RequestVerbResource(r)
+			if diff := cmp.Diff(tc.want, [2]string{verb, res}); diff != "" {
+				t.Errorf("%s\nRequestVerbResource(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestWrapTransportCountsRequests(t *testing.T) {
+	reg, _ := setup(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/missing") {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, "{}")
+	}))
+	c := &http.Client{Transport: WrapTransport(http.DefaultTransport)}
+	do := func(path string) {
+		t.Helper()
+		rsp, err := c.Get(srv.URL + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		_, _ = io.Copy(io.Discard, rsp.Body)
+		_ = rsp.Body.Close()
+	}
+	do("/apis/example.org/v1/namespaces/ns/xthings/a")
+	do("/apis/example.org/v1/namespaces/ns/xthings/a")
+	do("/apis/example.org/v1/namespaces/ns/xthings/missing")
+	do("/apis/example.org/v1/xthings?watch=true")
+	srv.Close()
+	if _, err := c.Get(srv.URL + "/api/v1/namespaces/ns/secrets/s"); err == nil {
+		t.Fatal("GET on a closed server succeeded")
+	}
+
+	text := scrape(t, HandlerFor(reg))
+	for _, want := range []string{
+		`loom_k8s_requests_total{outcome="200",resource="xthings",verb="get"} 2`,
+		`loom_k8s_requests_total{outcome="404",resource="xthings",verb="get"} 1`,
+		`loom_k8s_requests_total{outcome="200",resource="xthings",verb="watch"} 1`,
+		`loom_k8s_requests_total{outcome="error",resource="secrets",verb="get"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s; it has:\n%s", want, grepLines(text, "loom_k8s_requests_total"))
+		}
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func TestLogHandler(t *testing.T) {
 	_, _ = setup(t)
 	var buf bytes.Buffer

@@ -1,10 +1,14 @@
 package telemetry
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -17,9 +21,59 @@ import (
 // through untouched, so that long-running and background traffic does not
 // flood the traces. Request and response bodies are never recorded.
 //
+// Every request, traced or not, is also counted in the
+// loom.k8s.requests counter by verb, resource and outcome (see
+// RequestVerbResource and CountRequest).
+//
 // It has the signature of rest.Config.WrapTransport and composes with
 // rest.Config.Wrap.
 func WrapTransport(rt http.RoundTripper) http.RoundTripper {
+	return countingTransport{next: traceTransport(rt)}
+}
+
+// countingTransport counts each request it passes on by its outcome.
+type countingTransport struct{ next http.RoundTripper }
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rsp, err := c.next.RoundTrip(r)
+	outcome := "error"
+	if err == nil {
+		outcome = strconv.Itoa(rsp.StatusCode)
+	}
+	verb, resource := RequestVerbResource(r)
+	CountRequest(r.Context(), verb, resource, outcome)
+	return rsp, err
+}
+
+// CountRequest adds one to the loom.k8s.requests counter: API requests of
+// this process by verb (as RequestVerbResource names it), resource (with
+// its subresource, or "other" for non-resource paths) and outcome (the
+// HTTP status code, or "error" when no response came back). Safe for
+// concurrent use.
+func CountRequest(ctx context.Context, verb, resource, outcome string) {
+	instruments().requests.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("verb", verb), attribute.String("resource", resource), attribute.String("outcome", outcome)))
+}
+
+// RequestVerbResource names the Kubernetes verb (get, list, watch, create,
+// update, patch, apply, delete, deletecollection) and resource (with its
+// subresource, "pods/status") of an API request; a path that is no
+// resource path gives the HTTP method, lower case, and "other".
+func RequestVerbResource(r *http.Request) (verb, resource string) {
+	res, name, sub, ok := resourcePath(r.URL.Path)
+	if !ok {
+		return strings.ToLower(r.Method), "other"
+	}
+	if sub != "" {
+		res += "/" + sub
+	}
+	if w := r.URL.Query().Get("watch"); r.Method == http.MethodGet && (w == "true" || w == "1") {
+		return "watch", res
+	}
+	return k8sVerb(r, name), res
+}
+
+func traceTransport(rt http.RoundTripper) http.RoundTripper {
 	return otelhttp.NewTransport(rt,
 		otelhttp.WithFilter(func(r *http.Request) bool {
 			if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
@@ -43,6 +97,15 @@ func SpanName(r *http.Request) string {
 	if !ok {
 		return "k8s " + r.Method + " " + r.URL.Path
 	}
+	if sub != "" {
+		res += "/" + sub
+	}
+	return "k8s " + k8sVerb(r, name) + " " + res
+}
+
+// k8sVerb is the verb of a request on a resource path, name being the
+// object's name ("" for a collection).
+func k8sVerb(r *http.Request, name string) string {
 	verb := strings.ToLower(r.Method)
 	switch r.Method {
 	case http.MethodGet:
@@ -65,10 +128,7 @@ func SpanName(r *http.Request) string {
 			verb = "deletecollection"
 		}
 	}
-	if sub != "" {
-		res += "/" + sub
-	}
-	return "k8s " + verb + " " + res
+	return verb
 }
 
 // resourcePath splits a Kubernetes resource path,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,6 +23,7 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/stack"
+	"github.com/loomxr/loom/pkg/stack/stacktest"
 	"github.com/loomxr/loom/pkg/xcrd"
 )
 
@@ -33,20 +33,7 @@ import (
 // have not been built (`make control-plane`).
 func startAPIServer(t *testing.T) *rest.Config {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a kube-apiserver; skipped with -short")
-	}
-	root, err := stack.FindRepoRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := os.Getenv("LOOM_K8S_BIN_DIR")
-	if bin == "" {
-		bin = filepath.Join(root, ".cache", "k8s", stack.KubernetesVersion)
-	}
-	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
-		t.Skipf("no kube-apiserver in %s (run `make control-plane`)", bin)
-	}
+	bin := stacktest.K8sBinDir(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	s, err := stack.Start(ctx, stack.Options{

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -29,6 +27,7 @@ import (
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/bus/bustest"
 	"github.com/loomxr/loom/pkg/stack"
+	"github.com/loomxr/loom/pkg/stack/stacktest"
 	"github.com/loomxr/loom/pkg/watchreq"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/renderer/internal/composite"
@@ -55,20 +54,7 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a kube-apiserver; skipped with -short")
-	}
-	root, err := stack.FindRepoRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := os.Getenv("LOOM_K8S_BIN_DIR")
-	if bin == "" {
-		bin = filepath.Join(root, ".cache", "k8s", stack.KubernetesVersion)
-	}
-	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
-		t.Skipf("no kube-apiserver in %s (run `make control-plane`)", bin)
-	}
+	bin := stacktest.K8sBinDir(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	s, err := stack.Start(ctx, stack.Options{StateDir: t.TempDir(), K8sBinDir: bin, Services: []string{}, Log: t.Output()})

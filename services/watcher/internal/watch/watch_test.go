@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/loomxr/loom/pkg/stack"
+	"github.com/loomxr/loom/pkg/stack/stacktest"
 	"github.com/loomxr/loom/pkg/watchreq"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/object"
@@ -153,24 +154,7 @@ func poll(t *testing.T, timeout time.Duration, f func() error) {
 // kube-apiserver with Loom's CRDs and the test provider's, and NATS.
 func startControlPlane(t *testing.T) *stack.Stack {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the local control plane; skipped with -short")
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := stack.FindRepoRoot(wd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins := os.Getenv("LOOM_K8S_BIN_DIR")
-	if bins == "" {
-		bins = filepath.Join(root, ".cache", "k8s", stack.KubernetesVersion)
-	}
-	if _, err := os.Stat(filepath.Join(bins, "kube-apiserver")); err != nil {
-		t.Skipf("no control plane binaries in %s (run `make control-plane`)", bins)
-	}
+	bins := stacktest.K8sBinDir(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	var progress io.Writer
@@ -183,7 +167,7 @@ func startControlPlane(t *testing.T) *stack.Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := stack.Start(ctx, stack.Options{StateDir: t.TempDir(), Services: []string{}, CRDDirs: []string{crds}, Log: progress})
+	s, err := stack.Start(ctx, stack.Options{StateDir: t.TempDir(), K8sBinDir: bins, Services: []string{}, CRDDirs: []string{crds}, Log: progress})
 	if err != nil {
 		t.Fatalf("cannot start the control plane: %v", err)
 	}
