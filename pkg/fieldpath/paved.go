@@ -1,3 +1,5 @@
+//go:build !fieldpath_upstream
+
 package fieldpath
 
 import (
@@ -85,9 +87,10 @@ func Pave(object map[string]any, o ...Option) *Paved {
 func (p *Paved) UnstructuredContent() map[string]any { return p.object }
 
 // GetValue returns the value at path. The value is not copied. A path that
-// does not exist yields an error matching ErrNotFound; a path that indexes a
-// value of the wrong type yields a *TypeError. The empty path yields the whole
-// object.
+// does not exist yields an error matching ErrNotFound: a missing field, an
+// index beyond the end of an array, or a field of a null value. A path that
+// indexes a value of the wrong type yields a *TypeError; an index into null is
+// one too. The empty path yields nil, as crossplane-runtime's does.
 func (p *Paved) GetValue(path string) (any, error) {
 	s, err := Parse(path)
 	if err != nil {
@@ -99,15 +102,20 @@ func (p *Paved) GetValue(path string) (any, error) {
 // GetSegments returns the value at the parsed path s within v, with the same
 // errors as Paved.GetValue.
 func GetSegments(v any, s Segments) (any, error) {
+	if len(s) == 0 {
+		return nil, nil
+	}
+	return lookup(v, s)
+}
+
+// lookup is GetSegments, except that the empty path yields v.
+func lookup(v any, s Segments) (any, error) {
 	it := v
 	for i, cur := range s {
 		switch cur.Type {
 		case SegmentIndex:
 			arr, ok := it.([]any)
 			if !ok {
-				if it == nil && i > 0 {
-					return nil, &NotFoundError{Path: s[:i], Problem: "is null"}
-				}
 				return nil, &TypeError{Path: s[:i], Want: "an array"}
 			}
 			if int(cur.Index) >= len(arr) {
@@ -367,11 +375,8 @@ func (p *Paved) DeleteField(path string) error {
 	if len(s) == 0 {
 		return nil
 	}
-	parent, err := GetSegments(p.object, s[:len(s)-1])
-	if IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	parent, found, err := parentOf(p.object, s)
+	if err != nil || !found {
 		return err
 	}
 	last := s[len(s)-1]
@@ -394,7 +399,7 @@ func (p *Paved) DeleteField(path string) error {
 		shortened := append(arr[:last.Index:last.Index], arr[last.Index+1:]...)
 		// The parent array changed length, so store it back in its own
 		// parent. The grandparent exists because the parent does.
-		gp, _ := GetSegments(p.object, s[:len(s)-2])
+		gp, _ := lookup(p.object, s[:len(s)-2])
 		at := s[len(s)-2]
 		switch g := gp.(type) {
 		case map[string]any:
@@ -406,12 +411,45 @@ func (p *Paved) DeleteField(path string) error {
 	return nil
 }
 
+// parentOf returns the value that holds the last segment of s, and whether it
+// exists. A missing field or an index beyond the end of an array on the way
+// means it does not exist; a value of the wrong type on the way, null
+// included, is a *TypeError.
+func parentOf(root map[string]any, s Segments) (any, bool, error) {
+	var it any = root
+	for i, cur := range s[:len(s)-1] {
+		switch cur.Type {
+		case SegmentIndex:
+			arr, ok := it.([]any)
+			if !ok {
+				return nil, false, &TypeError{Path: s[:i], Want: "an array"}
+			}
+			if int(cur.Index) >= len(arr) {
+				return nil, false, nil
+			}
+			it = arr[cur.Index]
+		case SegmentField:
+			obj, ok := it.(map[string]any)
+			if !ok {
+				return nil, false, &TypeError{Path: s[:i], Want: "an object"}
+			}
+			v, ok := obj[cur.Field]
+			if !ok {
+				return nil, false, nil
+			}
+			it = v
+		}
+	}
+	return it, true, nil
+}
+
 // ExpandWildcards returns the concrete paths that a path with wildcards
 // denotes in the object: each wildcard is replaced by every index of the array
 // or every key of the object (in sorted order) at its position. A path
 // without wildcards is returned as is if it exists. A path whose fixed prefix
-// does not exist yields no paths and no error; a wildcard on a value that is
-// neither an array nor an object is a *TypeError.
+// does not exist yields no paths and no error; a wildcard on null is an error
+// matching ErrNotFound, and on a value that is neither an array nor an object
+// a *TypeError.
 func (p *Paved) ExpandWildcards(path string) ([]string, error) {
 	s, err := Parse(path)
 	if err != nil {
@@ -438,7 +476,7 @@ func expand(data any, s Segments) ([]Segments, error) {
 		if cur.Type != SegmentField || cur.Field != Wildcard {
 			continue
 		}
-		v, err := GetSegments(data, s[:i])
+		v, err := lookup(data, s[:i])
 		if IsNotFound(err) {
 			return nil, nil
 		}
@@ -447,6 +485,8 @@ func expand(data any, s Segments) ([]Segments, error) {
 		}
 		var concrete []Segment
 		switch c := v.(type) {
+		case nil:
+			return nil, &NotFoundError{Path: s[:i], Problem: "is null, so the wildcard matches nothing"}
 		case []any:
 			for ix := range c {
 				concrete = append(concrete, Segment{Type: SegmentIndex, Index: uint(ix)})

@@ -66,10 +66,14 @@ func TestGetValue(t *testing.T) {
 			reason: "A null intermediate value means the path does not exist.",
 			path:   "spec.nil.x", want: want{err: ErrNotFound},
 		},
+		"IndexIntoNull": {
+			reason: "An index into null is a type error, not a missing path, as upstream has it.",
+			path:   "spec.nil[0]", want: want{err: errType},
+		},
 		"NotAnArray":  {reason: "Indexing an object is a type error.", path: "metadata[0]", want: want{err: errType}},
 		"NotAnObject": {reason: "A field of a string is a type error.", path: "metadata.name.first", want: want{err: errType}},
 		"BadPath":     {reason: "An invalid path is a parse error.", path: "metadata..name", want: want{err: errParse}},
-		"Root":        {reason: "The empty path is the whole object.", path: "", want: want{v: obj(t, data)}},
+		"Root":        {reason: "The empty path yields nil, as upstream's does.", path: "", want: want{v: nil}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -411,7 +415,7 @@ func TestExpandWildcards(t *testing.T) {
 		want   []string
 		err    error
 	}{
-		"NoWildcard":    {reason: "A concrete existing path is returned as is.", path: "spec.tags.a", want: []string{"spec.tags.a"}},
+		"NoWildcard": {reason: "A concrete existing path is returned as is.", path: "spec.tags.a", want: []string{"spec.tags.a"}},
 		"NoWildcardMissing": {
 			reason: "A concrete path that does not exist yields nothing.",
 			path:   "spec.nope", want: []string{},

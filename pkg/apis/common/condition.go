@@ -2,8 +2,11 @@
 // machinery that Crossplane's types embed in their status (conditions keyed by
 // type, with reasons and an observed generation).
 //
-// The JSON shape matches crossplane-runtime's apis/common/v1 Condition, so a
-// status written by Crossplane decodes unchanged, and the other way round.
+// The JSON of a Condition and a ConditionedStatus is byte for byte that of
+// crossplane-runtime v1.20's apis/common/v1 (and Crossplane v2's core/v2)
+// for the same state; condition_crossplane_test.go compares them. Like
+// Crossplane v1.20, Loom leaves ObservedGeneration unset on the conditions of
+// claims and composite resources; it is set only on Loom's own kinds.
 //
 // +kubebuilder:object:generate=true
 package common
@@ -93,11 +96,12 @@ func (s *ConditionedStatus) GetCondition(ct ConditionType) Condition {
 	return Condition{Type: ct, Status: corev1.ConditionUnknown}
 }
 
-// SetConditions sets the supplied conditions, replacing any existing condition
-// of the same type. A condition equal to the existing one (see Condition.Equal)
-// leaves the existing one, and its LastTransitionTime, untouched, so setting
-// the same conditions twice changes nothing. Conditions keep the order in which
-// their types first appeared.
+// SetConditions sets the supplied conditions, replacing every existing
+// condition of the same type. A condition equal to an existing one (see
+// Condition.Equal) leaves that one, and its LastTransitionTime, untouched, so
+// setting the same conditions twice changes nothing. Conditions keep the order
+// in which their types first appeared. This is crossplane-runtime v1.20's
+// SetConditions, and the JSON of the result is the same (a test compares).
 func (s *ConditionedStatus) SetConditions(c ...Condition) {
 	for _, nc := range c {
 		exists := false
@@ -109,7 +113,6 @@ func (s *ConditionedStatus) SetConditions(c ...Condition) {
 			if !ec.Equal(nc) {
 				s.Conditions[i] = nc
 			}
-			break
 		}
 		if !exists {
 			s.Conditions = append(s.Conditions, nc)

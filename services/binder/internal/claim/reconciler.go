@@ -390,7 +390,7 @@ func (r *Reconciler) syncComposite(ctx context.Context, log *slog.Logger, cm, xr
 		r.record.Event(cm, event.TypeNormal, ReasonBind, fmt.Sprintf("Bound composite resource %q", name))
 		if c, ok := condition.Find(condition.Get(got), TypeBound); ok && c.Status != corev1.ConditionTrue {
 			bound := common.Condition{Type: TypeBound, Status: corev1.ConditionTrue, Reason: ReasonBound,
-				Message: fmt.Sprintf("Bound to claim %q", cm.GetNamespace()+"/"+cm.GetName()), ObservedGeneration: got.GetGeneration()}
+				Message: fmt.Sprintf("Bound to claim %q", cm.GetNamespace()+"/"+cm.GetName())}
 			if err := r.setCompositeConditions(ctx, got, bound); err != nil {
 				return nil, err
 			}
@@ -561,11 +561,10 @@ func (r *Reconciler) release(ctx context.Context, cm, xr *unstructured.Unstructu
 		return fmt.Errorf("cannot release composite resource %q (clear spec.claimRef): %w", xr.GetName(), err)
 	}
 	released := common.Condition{
-		Type:               TypeBound,
-		Status:             corev1.ConditionFalse,
-		Reason:             ReasonReleased,
-		Message:            fmt.Sprintf("Released by claim %q, deleted with reclaimPolicy Retain; a new claim may bind this composite resource", cm.GetNamespace()+"/"+cm.GetName()),
-		ObservedGeneration: got.GetGeneration(),
+		Type:    TypeBound,
+		Status:  corev1.ConditionFalse,
+		Reason:  ReasonReleased,
+		Message: fmt.Sprintf("Released by claim %q, deleted with reclaimPolicy Retain; a new claim may bind this composite resource", cm.GetNamespace()+"/"+cm.GetName()),
 	}
 	return r.setCompositeConditions(ctx, got, released)
 }
@@ -613,14 +612,12 @@ func (r *Reconciler) refuse(ctx context.Context, cm *unstructured.Unstructured, 
 }
 
 // setStatus applies the claim's status: fields mirrored from src and conds,
-// each observing the claim's generation. It reports whether it wrote.
+// without an observed generation, as Crossplane v1.20 writes them. It
+// reports whether it wrote.
 func (r *Reconciler) setStatus(ctx context.Context, cm, src *unstructured.Unstructured, conds ...common.Condition) (bool, error) {
 	existing := condition.Get(cm)
 	now := metav1.NewTime(r.now())
 	for i := range conds {
-		if conds[i].Type == common.TypeSynced || conds[i].Type == common.TypeReady {
-			conds[i].ObservedGeneration = cm.GetGeneration()
-		}
 		conds[i] = condition.Keep(existing, conds[i], now)
 	}
 	in := StatusIntent(cm, src, condition.List(conds...))

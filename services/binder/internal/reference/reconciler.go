@@ -320,10 +320,9 @@ func owns(xr *unstructured.Unstructured, t common.ConditionType) bool {
 // the condition changed to an error.
 func (r *Reconciler) setCondition(ctx context.Context, xr *unstructured.Unstructured, problems []Problem, governed int) error {
 	c := common.Condition{
-		Type:               TypeReferencesResolved,
-		Status:             corev1.ConditionTrue,
-		Reason:             ReasonResolved,
-		ObservedGeneration: xr.GetGeneration(),
+		Type:   TypeReferencesResolved,
+		Status: corev1.ConditionTrue,
+		Reason: ReasonResolved,
 	}
 	isErr := false
 	if len(problems) > 0 {

@@ -38,8 +38,8 @@ const (
 func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, err error) error {
 	xr := st.xr
 	observed := conditions.Observed(xr)
-	gen := xr.GetGeneration()
-	synced := syncedCondition(out, err).WithObservedGeneration(gen)
+	// Like Crossplane v1.20, no observedGeneration on an XR's conditions.
+	synced := syncedCondition(out, err)
 	want := []common.Condition{synced}
 	status := map[string]any{}
 
@@ -66,7 +66,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 		for k, v := range out.status {
 			status[k] = v
 		}
-		want = append(want, readyCondition(out).WithObservedGeneration(gen))
+		want = append(want, readyCondition(out))
 		want = append(want, out.conditions...)
 		status[xcrd.FieldLoom] = summary(out)
 		// Only LegacyCluster XRs have claims (and the field).
