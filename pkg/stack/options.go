@@ -161,7 +161,9 @@ func (o Options) withDefaults() (Options, error) {
 	k8sBin := ""
 	if o.K8sBinDir == "" && os.Getenv("LOOM_K8S_BIN_DIR") == "" {
 		if k8sBin, err = DefaultK8sBinDir(o.RepoRoot); err != nil {
-			return o, err
+			// Not a full checkout: Start then reports the binaries missing
+			// from this folder, naming make control-plane.
+			k8sBin = filepath.Join(o.RepoRoot, ".cache", "k8s")
 		}
 	}
 	for _, d := range []struct {
