@@ -63,6 +63,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,10 +76,10 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
-	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
+	"github.com/loomxr/loom/services/secrets/internal/event"
 	"github.com/loomxr/loom/services/secrets/internal/kube"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
 	"github.com/loomxr/loom/services/secrets/internal/staging"
@@ -340,4 +341,414 @@ func (r *Reconciler) secretRef(st *xrState) (secret.Key, bool) {
 		return secret.Key{Namespace: *d, Name: string(st.xr.GetUID())}, true
 	}
 	return secret.Key{}, false
+}
+
+// observe reads the XR's composed resources and the connection Secrets the
+// Composition needs (for a pipeline: the staging Secret), and records them
+// with the tracker first.
+func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Observed, error) {
+	refs, _, _ := unstructured.NestedSlice(st.xr.Object, "spec", "resourceRefs")
+	var (
+		out     []connection.Observed
+		keys    []secret.Key
+		uids    []types.UID
+		secrets = map[int]secret.Key{}
+	)
+	for _, ref := range refs {
+		m, ok := ref.(map[string]any)
+		if !ok {
+			continue
+		}
+		apiVersion, _ := m["apiVersion"].(string)
+		kind, _ := m["kind"].(string)
+		name, _ := m["name"].(string)
+		ns, _ := m["namespace"].(string)
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil || kind == "" || name == "" {
+			continue
+		}
+		refKey := apiVersion + "/" + kind + "/" + ns + "/" + name
+		if tmpl, ok := r.templates.get(st.xr.GetUID(), refKey); ok && !contributes(st.comp.Plan, tmpl) {
+			// Its template contributes nothing: no need to read it.
+			continue
+		}
+		obj, err := r.client.Get(ctx, gv.WithKind(kind), ns, name)
+		if kerrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot get composed resource %s %q: %w", kind, name, err)
+		}
+		if c := metav1.GetControllerOfNoCopy(obj); c == nil || c.UID != st.xr.GetUID() {
+			// Not this XR's (Crossplane ignores such references too).
+			continue
+		}
+		tmpl := obj.GetAnnotations()[v1.AnnotationCompositionResourceName]
+		if tmpl == "" {
+			continue
+		}
+		r.templates.put(st.xr.GetUID(), refKey, tmpl)
+		uids = append(uids, obj.GetUID())
+		o := connection.Observed{Name: tmpl, Object: obj.Object, Prefix: obj.GetAnnotations()[connection.AnnotationPrefix]}
+		sn, _, _ := unstructured.NestedString(obj.Object, "spec", fieldWriteConnection, "name")
+		sns, _, _ := unstructured.NestedString(obj.Object, "spec", fieldWriteConnection, "namespace")
+		if sns == "" {
+			sns = obj.GetNamespace()
+		}
+		if sn != "" && sns != "" {
+			o.HasSecretRef = true
+			k := secret.Key{Namespace: sns, Name: sn}
+			keys = append(keys, k)
+			if needsSecret(st.comp.Plan, tmpl) {
+				secrets[len(out)] = k
+			}
+		}
+		out = append(out, o)
+	}
+	// Record before reading, so that a Secret that changes after the read
+	// requeues the XR.
+	st.deps = tracker.Deps{Secrets: []secret.Key{st.key}, Composed: uids, Observed: keys, Pipeline: st.comp.Plan.Pipeline}
+	if st.comp.Plan.Pipeline {
+		st.deps.Secrets = append(st.deps.Secrets, staging.Key(r.staging, st.xr.GetUID()))
+	}
+	r.tracker.Track(st.target, st.deps)
+	if st.comp.Plan.Pipeline {
+		return out, r.readStaging(ctx, st)
+	}
+	for i, k := range secrets {
+		if _, ok := r.tracker.Metadata(k); !ok {
+			// It does not exist (yet): its creation requeues the XR.
+			continue
+		}
+		s, err := r.client.GetSecret(ctx, k.Namespace, k.Name)
+		if kerrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot get connection Secret %s of composed resource %q: %w", k, out[i].Name, err)
+		}
+		out[i].Secret = s.Data
+		if out[i].Secret == nil {
+			out[i].Secret = map[string][]byte{}
+		}
+	}
+	return out, nil
+}
+
+// readStaging reads what a Pipeline XR's functions returned from its
+// staging Secret. It is read even when the tracker's cache does not know it
+// yet: the requeue that follows its creation may outrun the cache.
+func (r *Reconciler) readStaging(ctx context.Context, st *xrState) error {
+	k := staging.Key(r.staging, st.xr.GetUID())
+	s, err := r.client.GetSecret(ctx, k.Namespace, k.Name)
+	if kerrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot get staging Secret %s of %s %q: %w", k, st.xr.GetKind(), st.xr.GetName(), err)
+	}
+	if c := metav1.GetControllerOfNoCopy(s); c == nil || c.UID != st.xr.GetUID() {
+		// Not this XR's: a Secret of the same name it must not trust.
+		return nil
+	}
+	st.returned, st.staged = s.Data, true
+	return nil
+}
+
+// contributes reports whether the resource of a template can contribute
+// connection details: always when aggregating, otherwise when its template
+// lists some. A pipeline's resources are always read: their Secrets are
+// tracked, because the functions observe them.
+func contributes(p connection.Plan, tmpl string) bool {
+	if p.Aggregate || p.Pipeline {
+		return true
+	}
+	for _, t := range p.Templates {
+		if t.Name == tmpl {
+			return len(t.Details) > 0
+		}
+	}
+	return false
+}
+
+// needsSecret reports whether the connection details need the Secret of the
+// template's resource: always when aggregating, otherwise when the template
+// reads a key of it.
+func needsSecret(p connection.Plan, tmpl string) bool {
+	if p.Aggregate {
+		return true
+	}
+	for _, t := range p.Templates {
+		if t.Name != tmpl {
+			continue
+		}
+		for _, d := range t.Details {
+			if d.GetType() == v1.ConnectionDetailTypeFromConnectionSecretKey {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// copyToClaim copies data to the Secret of the XR's claim, if it is bound
+// to one that asks for it.
+func (r *Reconciler) copyToClaim(ctx context.Context, st *xrState, data map[string][]byte) (bool, error) {
+	apiVersion, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "apiVersion")
+	kind, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "kind")
+	ns, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "namespace")
+	name, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "name")
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind == "" || ns == "" || name == "" {
+		return false, nil
+	}
+	claim, err := r.client.Get(ctx, gv.WithKind(kind), ns, name)
+	if kerrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot get claim %s %s/%s: %w", kind, ns, name, err)
+	}
+	if bound, _, _ := unstructured.NestedString(claim.Object, "spec", "resourceRef", "name"); bound != st.xr.GetName() || claim.GetDeletionTimestamp() != nil {
+		return false, nil
+	}
+	to, _, _ := unstructured.NestedString(claim.Object, "spec", fieldWriteConnection, "name")
+	if to == "" {
+		return false, nil
+	}
+	k := secret.Key{Namespace: ns, Name: to}
+	deps := st.deps
+	deps.Secrets = append(slices.Clone(st.deps.Secrets), k)
+	r.tracker.Track(st.target, deps)
+	wrote, err := r.store.Ensure(ctx, secret.Desired{Key: k, Owner: ownerRef(claim), Data: data})
+	if err != nil || !wrote {
+		return wrote, err
+	}
+	// Like Crossplane, the claim records when its Secret last changed.
+	intent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": claim.GetAPIVersion(),
+		"kind":       claim.GetKind(),
+		"metadata":   map[string]any{"name": claim.GetName(), "namespace": claim.GetNamespace()},
+		"status":     map[string]any{"connectionDetails": map[string]any{"lastPublishedTime": r.now().UTC().Format(time.RFC3339)}},
+	}}
+	if _, err := r.client.ApplyStatus(ctx, intent); err != nil {
+		return true, fmt.Errorf("cannot apply the status of claim %s %s/%s: %w", kind, ns, name, err)
+	}
+	return true, nil
+}
+
+// condition returns the XR's ConnectionDetailsReady condition after a
+// publication (or a pending one), and false if none should be written.
+func (r *Reconciler) condition(st *xrState, res connection.Result, published bool) (common.Condition, bool) {
+	if len(res.Missing) > 0 {
+		msg := fmt.Sprintf("%s cannot provide the connection secret keys that CompositeResourceDefinition %q declares: %s",
+			st.comp.Name, st.xrd.GetName(), strings.Join(res.Missing, ", "))
+		return newCondition(corev1.ConditionFalse, ReasonMissingKeys, msg), true
+	}
+	_, had := conditionOf(st.xr, TypeConnectionDetailsReady)
+	switch {
+	case st.comp.Plan.Pipeline && !st.staged && (had || isReady(st.xr)):
+		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
+			fmt.Sprintf("Connection Secret %s waits for the connection details that the functions of %s return, which the renderer hands over after it renders the XR", st.key, st.comp.Name)), true
+	case len(res.Absent) > 0 && (published || had):
+		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
+			fmt.Sprintf("Connection Secret %s waits for keys: %s", st.key, strings.Join(res.Absent, ", "))), true
+	case !published && had:
+		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
+			fmt.Sprintf("Connection Secret %s waits for the connection Secrets of: %s", st.key, strings.Join(res.Pending, ", "))), true
+	case published:
+		return newCondition(corev1.ConditionTrue, ReasonPublished, fmt.Sprintf("Connection Secret %s is published", st.key)), true
+	}
+	return common.Condition{}, false
+}
+
+// fail records a failure on the XR's condition (and as a Warning event when
+// the condition changes). A permanent failure is returned as reconcile.Terminal:
+// only a change of the input can fix it, and that change is an event.
+func (r *Reconciler) fail(ctx context.Context, st *xrState, reason common.ConditionReason, cause error, permanent bool) error {
+	c := newCondition(corev1.ConditionFalse, reason, cause.Error())
+	if err := r.writeStatus(ctx, st, c, true, false); err != nil {
+		return err
+	}
+	if permanent {
+		return reconcile.Terminal(cause)
+	}
+	return nil
+}
+
+// writeStatus applies the condition and lastPublishedTime (now if the XR's
+// Secret changed) when they differ from the XR's, and records a Warning
+// event when a failure condition is new.
+func (r *Reconciler) writeStatus(ctx context.Context, st *xrState, want common.Condition, set, published bool) error {
+	have, had := conditionOf(st.xr, TypeConnectionDetailsReady)
+	last, _, _ := unstructured.NestedString(st.xr.Object, "status", "connectionDetails", "lastPublishedTime")
+	if !set {
+		if !had && !published {
+			return nil
+		}
+		want, set = have, had
+	}
+	conditionChanged := set && (!had || !have.Equal(want))
+	if !conditionChanged && !published {
+		return nil
+	}
+	if had && have.Equal(want) {
+		want.LastTransitionTime = have.LastTransitionTime
+	}
+	if published {
+		last = r.now().UTC().Format(time.RFC3339)
+	}
+	status := map[string]any{}
+	if set {
+		status["conditions"] = []any{conditionMap(want)}
+	}
+	if last != "" {
+		status["connectionDetails"] = map[string]any{"lastPublishedTime": last}
+	}
+	intent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": st.xr.GetAPIVersion(),
+		"kind":       st.xr.GetKind(),
+		"metadata":   map[string]any{"name": st.xr.GetName()},
+		"status":     status,
+	}}
+	if _, err := r.client.ApplyStatus(ctx, intent); err != nil {
+		return fmt.Errorf("cannot apply the status of %s %q: %w", st.xr.GetKind(), st.xr.GetName(), err)
+	}
+	if conditionChanged && want.Status != corev1.ConditionTrue && want.Reason != ReasonWaitingForKeys {
+		r.rec.Event(st.xr, event.TypeWarning, string(want.Reason), want.Message)
+	}
+	return nil
+}
+
+// reportConflicts records a Warning event per key conflict when the XR's
+// set of conflicts changed since this replica last reported it.
+func (r *Reconciler) reportConflicts(st *xrState, cs []connection.Conflict) {
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString(c.String())
+		b.WriteByte('\n')
+	}
+	uid := st.xr.GetUID()
+	r.mu.Lock()
+	prev, known := r.conflicts[uid]
+	if len(r.conflicts) >= 16384 {
+		r.conflicts = map[types.UID]string{}
+	}
+	r.conflicts[uid] = b.String()
+	r.mu.Unlock()
+	if (known && prev == b.String()) || (!known && len(cs) == 0) {
+		return
+	}
+	for _, c := range cs {
+		r.rec.Event(st.xr, event.TypeWarning, ReasonKeyConflict, c.String())
+	}
+}
+
+// forget drops what is recorded for a gone XR.
+func (r *Reconciler) forget(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	r.tracker.Forget(uid)
+	r.templates.forget(uid)
+	r.mu.Lock()
+	delete(r.conflicts, uid)
+	r.mu.Unlock()
+}
+
+// templateMemo is a bounded map from XR UID and composed resource reference
+// to the resource's template name. A composed resource keeps its template
+// for life (its name is derived from it), so entries never go stale.
+type templateMemo struct {
+	mu  sync.Mutex
+	max int
+	m   map[types.UID]map[string]string
+}
+
+func newTemplateMemo(max int) *templateMemo {
+	return &templateMemo{max: max, m: map[types.UID]map[string]string{}}
+}
+
+func (t *templateMemo) get(xr types.UID, ref string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tmpl, ok := t.m[xr][ref]
+	return tmpl, ok
+}
+
+func (t *templateMemo) put(xr types.UID, ref, tmpl string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	refs := t.m[xr]
+	if refs == nil {
+		if len(t.m) >= t.max {
+			t.m = map[types.UID]map[string]string{}
+		}
+		refs = map[string]string{}
+		t.m[xr] = refs
+	}
+	refs[ref] = tmpl
+}
+
+func (t *templateMemo) forget(xr types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, xr)
+}
+
+func newCondition(s corev1.ConditionStatus, reason common.ConditionReason, msg string) common.Condition {
+	const maxMessage = 2048
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	return common.Condition{Type: TypeConnectionDetailsReady, Status: s, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
+}
+
+// conditionOf returns the XR's condition of type t.
+func conditionOf(xr *unstructured.Unstructured, t common.ConditionType) (common.Condition, bool) {
+	cs, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
+	for _, c := range cs {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != string(t) {
+			continue
+		}
+		out := common.Condition{Type: t}
+		s, _ := m["status"].(string)
+		out.Status = corev1.ConditionStatus(s)
+		reason, _ := m["reason"].(string)
+		out.Reason = common.ConditionReason(reason)
+		out.Message, _ = m["message"].(string)
+		if ts, _ := m["lastTransitionTime"].(string); ts != "" {
+			if p, err := time.Parse(time.RFC3339, ts); err == nil {
+				out.LastTransitionTime = metav1.NewTime(p)
+			}
+		}
+		return out, true
+	}
+	return common.Condition{}, false
+}
+
+func conditionMap(c common.Condition) map[string]any {
+	m := map[string]any{
+		"type":               string(c.Type),
+		"status":             string(c.Status),
+		"reason":             string(c.Reason),
+		"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+	}
+	if c.Message != "" {
+		m["message"] = c.Message
+	}
+	return m
+}
+
+// isReady reports whether the XR's Ready condition is True.
+func isReady(xr *unstructured.Unstructured) bool {
+	c, ok := conditionOf(xr, common.TypeReady)
+	return ok && c.Status == corev1.ConditionTrue
+}
+
+// ownerRef makes o the controller of a Secret.
+func ownerRef(o *unstructured.Unstructured) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), UID: o.GetUID(), Controller: &yes}
 }

@@ -1,4 +1,4 @@
-package xrd
+package definition
 
 import (
 	"context"
