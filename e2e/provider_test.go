@@ -256,10 +256,15 @@ spec:
 }
 
 // hasCondition fails unless o has a condition of type typ with that status
-// and reason, observed at o's generation.
+// and reason, in the shape Crossplane v1.20 gives it: the test provider's
+// managed resources record the generation they observed; claims and XRs
+// carry no observedGeneration (Crossplane v1.20 never sets it on them).
 func hasCondition(o *unstructured.Unstructured, typ, status, reason string) error {
 	got := fmt.Sprintf("%s/%s/%s", conditionField(o, typ, "status"), conditionField(o, typ, "reason"), conditionField(o, typ, "observedGeneration"))
-	want := fmt.Sprintf("%s/%s/%d", status, reason, o.GetGeneration())
+	want := fmt.Sprintf("%s/%s/", status, reason)
+	if o.GroupVersionKind().Group == "nop.crossplane.io" {
+		want = fmt.Sprintf("%s/%s/%d", status, reason, o.GetGeneration())
+	}
 	if got != want {
 		return fmt.Errorf("%s condition (status/reason/observedGeneration) is %q, want %q", typ, got, want)
 	}
