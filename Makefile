@@ -124,7 +124,7 @@ e2e-cluster: build control-plane ## A NATS server lost under CLUSTER_CLAIMS clai
 	  go test -timeout 60m -count=1 -tags e2e -run '^TestNATSCluster$$' -v .
 
 .PHONY: e2e
-e2e: build control-plane ## End-to-end tests on the real local stack (TestObserve skips unless make observe-tools has run).
+e2e: build control-plane observe-tools ## End-to-end tests on the real local stack (with Prometheus and Jaeger for TestObserve).
 	cd e2e && go test -timeout $(E2E_TIMEOUT) -count=1 -tags e2e ./...
 
 # make bench: N claims; SCALE=1 runs renderer and binder at 1 and at 3
