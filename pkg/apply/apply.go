@@ -7,57 +7,51 @@
 //
 // # What counts as a change
 //
-// The answer is read from the object's managed fields, because an apply
-// changes not only values but also who owns them. An apply by field manager
-// M on a subresource changes the object when
+// An apply by field manager M on a subresource changes the object when
 //
-//   - M has no Apply entry for that subresource: the first apply establishes
-//     ownership, even when every value already matches;
-//   - the intent sets a field that M does not own, even with the value the
-//     object already holds (another writer set it): the apply makes M an
-//     owner, so that M's later applies keep the field and a later change of
-//     intent removes or resets it;
 //   - a field of the intent is missing from the object or holds another
 //     value there (drift by another writer included); a null in the intent
-//     is owned like any field and matches a missing field;
-//   - M owns a field (it sent it in an earlier apply) that the intent no
-//     longer sets: the API server removes it, or M's ownership of it.
+//     matches a missing field;
+//   - M owns a field through its Apply entry for that subresource (it sent
+//     it in an earlier apply) that the intent no longer sets: the API server
+//     removes it.
 //
-// Fields of the object that the intent does not mention and M does not own
-// (set by other writers, or defaulted by the API server) never count. The
-// identity fields apiVersion and kind are not compared, and the metadata
-// fields the API server never records as owned (name, namespace, uid,
-// resourceVersion, generation, creationTimestamp, selfLink, managedFields)
-// are compared by value only.
+// Who else owns a field the intent sets with the value the object holds
+// does not count: M's own Update entry (a create or an update recorded it),
+// no entry at all, or another manager's entry. Applying that value shares
+// ownership of it and leaves the object as it is, and a write that changes
+// nothing but managed fields is the write this package exists to save.
+// Taking a field from another manager is always a change of value (a
+// forced apply of a value it does not hold), and so counts. Fields of the
+// object that the intent does not mention (set by other writers, or
+// defaulted by the API server) never count, and the identity fields
+// apiVersion and kind are not compared.
 //
 // # Lists and maps
 //
-// M's entry also says how the API server merges each list M applied:
+// The managed fields of every manager, M's and the others', say how the API
+// server merges each list: that is the schema as the API server applies it.
 //
-//   - a list whose entry holds k:{...} elements (x-kubernetes-list-type: map,
+//   - a list recorded with k:{...} elements (x-kubernetes-list-type: map,
 //     conditions by type, ownerReferences by uid) is compared element by
-//     element by key: the intent's elements must each be owned, present and
-//     equal, other writers' elements and the order do not count, and an
-//     element M owns that the intent drops is a change;
-//   - a list whose entry holds v:... members (x-kubernetes-list-type: set,
+//     element by key: the intent's elements must each be present and equal,
+//     other writers' elements and the order do not count, and an element
+//     M applied before that the intent drops is a change;
+//   - a list recorded with v:... members (x-kubernetes-list-type: set,
 //     finalizers) is compared by membership in the same way;
-//   - any other list (x-kubernetes-list-type: atomic, or no list type, which
-//     means atomic) is replaced whole by an apply and compared whole: same
-//     length, same order, and each element holding what the intent's holds.
-//     Fields inside an element that the intent does not set do not count:
-//     while M owns an atomic list nobody else can have changed it without
-//     taking it over, so such fields are defaults the API server adds again.
+//   - any other list (x-kubernetes-list-type: atomic, no list type, or one
+//     no entry records) is replaced whole by an apply and compared whole:
+//     same length, same order, each element holding what the intent's holds.
 //
-// A non-empty map or object field that M owns without any owned child is
-// taken to be atomic (x-kubernetes-map-type: atomic) and compared like an
-// atomic list's element. Numbers compare by value whatever their Go type
+// A non-empty map or keyed element that entries record without any child
+// field (x-kubernetes-map-type: atomic, or an ownerReference, which is an
+// atomic struct) is compared whole like an atomic list. While one of M's
+// entries records an atomic value, fields inside it that the intent does
+// not set do not count: nobody else can have changed the value without
+// taking it from M, so such fields are defaults the API server adds again.
+// Otherwise the value must equal the intent exactly, because the apply
+// would replace it whole. Numbers compare by value whatever their Go type
 // (int, int64, float64, json.Number).
-//
-// Where the entry cannot tell the merge strategy, Changes errs towards a
-// write: an empty list applied to a keyed list that others fill compares
-// whole, which costs a write, never correctness. The one case it can miss
-// is ownership of children of a granular map that M last applied empty and
-// others have since filled with the very values M now intends.
 package apply
 
 import (
@@ -73,15 +67,15 @@ import (
 
 // Changes reports whether server-side applying intent to current as field
 // manager manager, on subresource ("" for the main resource, "status" for
-// the status subresource), would change current, its values or its managed
-// fields (see the package documentation). A nil current always changes. It
-// fails only when the manager's managed-fields entry cannot be decoded.
+// the status subresource), would change current (see the package
+// documentation). A nil current always changes. It fails only when one of
+// the manager's managed-fields entries cannot be decoded.
 func Changes(current, intent *unstructured.Unstructured, manager, subresource string) (bool, error) {
 	if current == nil {
 		return true, nil
 	}
-	owned, ok, err := Owned(current, manager, subresource)
-	if err != nil || !ok {
+	n, err := entries(current, manager, subresource)
+	if err != nil {
 		return true, err
 	}
 	want := make(map[string]any, len(intent.Object))
@@ -91,7 +85,7 @@ func Changes(current, intent *unstructured.Unstructured, manager, subresource st
 		}
 		want[k] = v
 	}
-	return mapChanged(current.Object, want, owned, topLevel), nil
+	return mapChanged(current.Object, want, n), nil
 }
 
 // Owned returns the fields that manager owns on obj through server-side
@@ -103,16 +97,21 @@ func Owned(obj *unstructured.Unstructured, manager, subresource string) (map[str
 		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != subresource {
 			continue
 		}
-		tree := map[string]any{}
-		if e.FieldsV1 == nil {
-			return tree, true, nil
-		}
-		if err := json.Unmarshal(e.FieldsV1.Raw, &tree); err != nil {
-			return nil, false, fmt.Errorf("cannot decode managed fields of %s: %w", manager, err)
-		}
-		return tree, true, nil
+		tree, err := decode(e)
+		return tree, err == nil, err
 	}
 	return nil, false, nil
+}
+
+func decode(e metav1.ManagedFieldsEntry) (map[string]any, error) {
+	tree := map[string]any{}
+	if e.FieldsV1 == nil {
+		return tree, nil
+	}
+	if err := json.Unmarshal(e.FieldsV1.Raw, &tree); err != nil {
+		return nil, fmt.Errorf("cannot decode managed fields of %s: %w", e.Manager, err)
+	}
+	return tree, nil
 }
 
 // OwnsField reports whether the FieldsV1 tree owned (see Owned) holds the
@@ -134,35 +133,129 @@ func OwnsField(owned map[string]any, path []string) bool {
 	return true
 }
 
-// level says where in the object a map is, for the fields the API server
-// never records as owned.
-type level int
-
-const (
-	nested level = iota
-	topLevel
-	metadata
-)
-
-// unowned are the metadata fields the API server strips from managed fields.
-var unowned = map[string]bool{ //nolint:gochecknoglobals // A constant set.
-	"name": true, "namespace": true, "uid": true, "resourceVersion": true, "generation": true,
-	"creationTimestamp": true, "selfLink": true, "managedFields": true, "clusterName": true,
+// node is one place in the object as the managed fields record it: the
+// FieldsV1 nodes of the entries at that place, absent where an entry does
+// not reach it.
+type node struct {
+	// applied is the manager's Apply entry for the subresource: what an
+	// apply removes when the intent drops it.
+	applied map[string]any
+	// ours are every entry of the manager for the subresource (Apply and
+	// Update): a value one of them records was last set by the manager.
+	ours []map[string]any
+	// all are every manager's entries, for any subresource: they tell how
+	// the API server merges lists and maps.
+	all []map[string]any
+	// root is set on the object itself, metadata on its metadata, which is
+	// never atomic.
+	root, metadata bool
 }
 
-// mapChanged compares a map of the intent with the object's value cur at the
-// same place; owned is the manager's FieldsV1 node for this map.
-func mapChanged(cur any, want map[string]any, owned map[string]any, at level) bool {
+// entries returns the root node of obj's managed fields for an apply by
+// manager on subresource. Another manager's entry that cannot be decoded
+// is skipped: it only ever tells how a list merges, and without it the
+// list is compared whole, which errs towards a write.
+func entries(obj *unstructured.Unstructured, manager, subresource string) (node, error) {
+	n := node{root: true}
+	for _, e := range obj.GetManagedFields() {
+		mine := e.Manager == manager && e.Subresource == subresource
+		tree, err := decode(e)
+		if err != nil {
+			if mine {
+				return node{}, err
+			}
+			continue
+		}
+		n.all = append(n.all, tree)
+		if !mine {
+			continue
+		}
+		n.ours = append(n.ours, tree)
+		if e.Operation == metav1.ManagedFieldsOperationApply {
+			n.applied = tree
+		}
+	}
+	return n, nil
+}
+
+// child returns the node of the child key ("f:name", "k:{...}") of n.
+func (n node) child(key string) node {
+	pick := func(trees []map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, t := range trees {
+			if c, ok := t[key].(map[string]any); ok {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	c, _ := n.applied[key].(map[string]any)
+	return node{applied: c, ours: pick(n.ours), all: pick(n.all)}
+}
+
+// element returns the node of the keyed-list element whose key fields hold
+// key.
+func (n node) element(key map[string]any) node {
+	find := func(t map[string]any) map[string]any {
+		for k, v := range t {
+			raw, ok := strings.CutPrefix(k, "k:")
+			if !ok {
+				continue
+			}
+			ek := map[string]any{}
+			if json.Unmarshal([]byte(raw), &ek) == nil && Equal(ek, key) {
+				c, _ := v.(map[string]any)
+				return c
+			}
+		}
+		return nil
+	}
+	pick := func(trees []map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, t := range trees {
+			if c := find(t); c != nil {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	return node{applied: find(n.applied), ours: pick(n.ours), all: pick(n.all)}
+}
+
+// atomic reports whether the entries record the map at n as one value:
+// some entry holds it and none holds a field of it.
+func (n node) atomic() bool {
+	if n.metadata || len(n.all) == 0 {
+		return false
+	}
+	for _, t := range n.all {
+		for k := range t {
+			if strings.HasPrefix(k, "f:") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// wholeChanged compares an atomic value: leniently while the manager's
+// entries record it (fields inside it that the intent does not set are
+// defaults), exactly otherwise (the apply replaces it whole).
+func wholeChanged(cur, want any, n node) bool {
+	if len(n.ours) > 0 {
+		return !Matches(cur, want)
+	}
+	return !Equal(cur, want)
+}
+
+// mapChanged compares a map of the intent with the object's map cur at the
+// same place.
+func mapChanged(cur any, want map[string]any, n node) bool {
 	c, ok := cur.(map[string]any)
 	if !ok {
 		return len(want) > 0 || cur != nil
 	}
 	for k, wv := range want {
-		node, owns := owned["f:"+k].(map[string]any)
-		free := at == topLevel && k == "metadata" || at == metadata && unowned[k]
-		if !owns && !free {
-			return true
-		}
 		cv, present := c[k]
 		if wv == nil {
 			if present && cv != nil {
@@ -170,11 +263,16 @@ func mapChanged(cur any, want map[string]any, owned map[string]any, at level) bo
 			}
 			continue
 		}
-		if !present || fieldChanged(cv, wv, node, at == topLevel && k == "metadata") {
+		if !present {
+			return true
+		}
+		child := n.child("f:" + k)
+		child.metadata = n.root && k == "metadata"
+		if fieldChanged(cv, wv, child) {
 			return true
 		}
 	}
-	for k := range owned {
+	for k := range n.applied {
 		if name, ok := strings.CutPrefix(k, "f:"); ok {
 			if _, ok := want[name]; !ok {
 				return true
@@ -184,70 +282,65 @@ func mapChanged(cur any, want map[string]any, owned map[string]any, at level) bo
 	return false
 }
 
-// fieldChanged compares the value of one owned field.
-func fieldChanged(cur, want any, owned map[string]any, isMetadata bool) bool {
+// fieldChanged compares the value of one field.
+func fieldChanged(cur, want any, n node) bool {
 	switch w := want.(type) {
 	case map[string]any:
-		if !isMetadata && len(w) > 0 && !hasPrefixed(owned, "f:") {
-			// Owned whole: an atomic map.
-			return !Matches(cur, w)
+		if len(w) > 0 && n.atomic() {
+			return wholeChanged(cur, w, n)
 		}
-		at := nested
-		if isMetadata {
-			at = metadata
-		}
-		return mapChanged(cur, w, owned, at)
+		return mapChanged(cur, w, n)
 	case []any:
 		c, ok := cur.([]any)
 		if !ok {
 			return len(w) > 0 || cur != nil
 		}
-		return listChanged(c, w, owned)
+		return listChanged(c, w, n)
 	default:
 		return !Equal(cur, want)
 	}
 }
 
-func hasPrefixed(owned map[string]any, prefix string) bool {
-	for k := range owned {
-		if strings.HasPrefix(k, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// listChanged compares a list according to how the manager's entry says the
-// API server merges it.
-func listChanged(cur, want []any, owned map[string]any) bool {
-	var keys []string
-	set := false
-	for k := range owned {
-		switch {
-		case strings.HasPrefix(k, "k:"):
-			key := map[string]any{}
-			if err := json.Unmarshal([]byte(k[2:]), &key); err != nil {
-				return true
-			}
-			keys = keys[:0]
-			for f := range key {
-				keys = append(keys, f)
-			}
-		case strings.HasPrefix(k, "v:"):
-			set = true
-		}
-	}
+// listChanged compares a list according to how the entries say the API
+// server merges it.
+func listChanged(cur, want []any, n node) bool {
+	keys, set := mergeKind(n.all)
 	switch {
 	case len(keys) > 0:
-		return keyedListChanged(cur, want, owned, keys)
+		return keyedListChanged(cur, want, n, keys)
 	case set:
-		return setChanged(cur, want, owned)
+		return setChanged(cur, want, n)
 	default:
-		return !Matches(cur, want)
+		return wholeChanged(cur, want, n)
 	}
 }
 
-func keyedListChanged(cur, want []any, owned map[string]any, keys []string) bool {
+// mergeKind returns the key fields of a list the trees record as keyed, or
+// whether they record it as a set.
+func mergeKind(trees []map[string]any) ([]string, bool) {
+	set := false
+	for _, t := range trees {
+		for k := range t {
+			if raw, ok := strings.CutPrefix(k, "k:"); ok {
+				key := map[string]any{}
+				if json.Unmarshal([]byte(raw), &key) != nil || len(key) == 0 {
+					continue
+				}
+				fields := make([]string, 0, len(key))
+				for f := range key {
+					fields = append(fields, f)
+				}
+				return fields, false
+			}
+			if strings.HasPrefix(k, "v:") {
+				set = true
+			}
+		}
+	}
+	return nil, set
+}
+
+func keyedListChanged(cur, want []any, n node, keys []string) bool {
 	for _, w := range want {
 		wm, ok := w.(map[string]any)
 		if !ok {
@@ -257,16 +350,12 @@ func keyedListChanged(cur, want []any, owned map[string]any, keys []string) bool
 		for _, f := range keys {
 			key[f] = wm[f]
 		}
-		node, owns := ownedElement(owned, key)
-		if !owns {
-			return true
-		}
 		cm := findByKey(cur, key)
-		if cm == nil || mapChanged(cm, wm, node, nested) {
+		if cm == nil || fieldChanged(cm, wm, n.element(key)) {
 			return true
 		}
 	}
-	for k := range owned {
+	for k := range n.applied {
 		raw, ok := strings.CutPrefix(k, "k:")
 		if !ok {
 			continue
@@ -279,21 +368,19 @@ func keyedListChanged(cur, want []any, owned map[string]any, keys []string) bool
 	return false
 }
 
-func setChanged(cur, want []any, owned map[string]any) bool {
-	members := make([]any, 0, len(owned))
-	for k := range owned {
+func setChanged(cur, want []any, n node) bool {
+	for _, w := range want {
+		if !contains(cur, w) {
+			return true
+		}
+	}
+	for k := range n.applied {
 		raw, ok := strings.CutPrefix(k, "v:")
 		if !ok {
 			continue
 		}
 		var v any
 		if err := json.Unmarshal([]byte(raw), &v); err != nil || !contains(want, v) {
-			return true
-		}
-		members = append(members, v)
-	}
-	for _, w := range want {
-		if !contains(cur, w) || !contains(members, w) {
 			return true
 		}
 	}
@@ -327,26 +414,6 @@ func findByKey(list []any, key map[string]any) map[string]any {
 		}
 	}
 	return nil
-}
-
-// ownedElement returns the manager's node for the keyed element key, and
-// whether it owns one.
-func ownedElement(owned map[string]any, key map[string]any) (map[string]any, bool) {
-	for k, v := range owned {
-		raw, ok := strings.CutPrefix(k, "k:")
-		if !ok {
-			continue
-		}
-		ek := map[string]any{}
-		if err := json.Unmarshal([]byte(raw), &ek); err != nil {
-			continue
-		}
-		if Equal(ek, key) {
-			c, _ := v.(map[string]any)
-			return c, true
-		}
-	}
-	return nil, false
 }
 
 // Matches reports whether cur holds everything want holds: maps hold each of

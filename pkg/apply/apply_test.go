@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -29,8 +30,9 @@ func obj(t *testing.T, content, owned, subresource string) *unstructured.Unstruc
 }
 
 // TestChanges holds the renderer's former cases and those the merged
-// semantics add. Where the binder's former package answered otherwise, the
-// reason says which answer is right and why.
+// semantics add, each object with one other manager's Update entry and,
+// when owned is set, the manager's Apply entry. Where a former package
+// answered otherwise, the reason says which answer is right and why.
 func TestChanges(t *testing.T) {
 	cases := map[string]struct {
 		reason      string
@@ -47,19 +49,27 @@ func TestChanges(t *testing.T) {
 			want:   true,
 		},
 		"NeverApplied": {
-			reason: "The first apply establishes ownership, even when the values match. (The binder's former package said " +
-				"unchanged here, so the binder never took ownership of a value that already matched, and a later change " +
-				"of its intent could not remove the value: ownership decides, not values.)",
+			reason: "An object holding every value of the intent changes nothing, although the manager never applied to it: " +
+				"the apply would only record the manager as an owner. (The renderer's former package and the first kit " +
+				"wrote here to establish ownership; on the API server that was a write for every object another writer " +
+				"created, and the binder's tests counted it as an extra apply.)",
 			current: `{"spec":{"a":1}}`,
 			intent:  `{"spec":{"a":1}}`,
-			want:    true,
+			want:    false,
 		},
 		"NotOwnedSameValue": {
-			reason: "A field the manager does not own yet changes, even with the value the object holds (another writer set " +
-				"it): the apply makes the manager an owner. (The binder's former package compared values only and said unchanged.)",
+			reason: "A field the manager does not own, holding the intended value, changes nothing: applying it shares " +
+				"ownership and leaves the value. (The first kit counted it as a change.)",
 			current: `{"spec":{"a":1,"b":2}}`,
 			owned:   `{"f:spec":{"f:a":{}}}`,
 			intent:  `{"spec":{"a":1,"b":2}}`,
+			want:    false,
+		},
+		"NotOwnedOtherValue": {
+			reason:  "A field the manager does not own, holding another value, changes: the apply takes it.",
+			current: `{"spec":{"a":1,"other":"theirs"}}`,
+			owned:   `{"f:spec":{"f:a":{}}}`,
+			intent:  `{"spec":{"a":1,"other":"mine"}}`,
 			want:    true,
 		},
 		"Same": {
@@ -84,10 +94,17 @@ func TestChanges(t *testing.T) {
 			want:    true,
 		},
 		"LabelNotOwned": {
-			reason:  "A label the manager does not own changes, even with the same value.",
+			reason:  "A label the manager does not own, with the intended value, changes nothing.",
 			current: `{"metadata":{"name":"x","labels":{"l":"v"}},"spec":{"a":1}}`,
 			owned:   `{"f:spec":{"f:a":{}}}`,
 			intent:  `{"metadata":{"name":"x","labels":{"l":"v"}},"spec":{"a":1}}`,
+			want:    false,
+		},
+		"LabelOtherValue": {
+			reason:  "A label with another value changes.",
+			current: `{"metadata":{"name":"x","labels":{"l":"v"}},"spec":{"a":1}}`,
+			owned:   `{"f:metadata":{"f:labels":{"f:l":{}}},"f:spec":{"f:a":{}}}`,
+			intent:  `{"metadata":{"name":"x","labels":{"l":"w"}},"spec":{"a":1}}`,
 			want:    true,
 		},
 		"NumbersByValue": {
@@ -149,8 +166,16 @@ func TestChanges(t *testing.T) {
 			want:    true,
 		},
 		"AtomicListNotOwned": {
-			reason:  "An atomic list another writer owns changes, even when equal: the apply takes it over.",
+			reason:  "A list no entry records, equal to the intent's, changes nothing. (The first kit counted it as a change.)",
 			current: `{"spec":{"a":1,"refs":[{"name":"a"}]}}`,
+			owned:   `{"f:spec":{"f:a":{}}}`,
+			intent:  `{"spec":{"a":1,"refs":[{"name":"a"}]}}`,
+			want:    false,
+		},
+		"AtomicListNotOwnedMore": {
+			reason: "A list the manager's entries do not record, whose element holds a field the intent does not set, " +
+				"changes: the apply replaces the list whole, and nothing says the field is a default.",
+			current: `{"spec":{"a":1,"refs":[{"name":"a","theirs":true}]}}`,
 			owned:   `{"f:spec":{"f:a":{}}}`,
 			intent:  `{"spec":{"a":1,"refs":[{"name":"a"}]}}`,
 			want:    true,
@@ -186,8 +211,17 @@ func TestChanges(t *testing.T) {
 			want:        true,
 		},
 		"KeyedListElementNotOwned": {
-			reason:      "An element another writer added, equal to the intent's, changes: the manager takes it over.",
+			reason: "An element another writer added, equal to the intent's, changes nothing: the apply would share it. " +
+				"(The first kit counted it as a change.)",
 			current:     `{"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"Synced","status":"True"}]}}`,
+			owned:       `{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{".":{},"f:type":{},"f:status":{}}}}}`,
+			subresource: "status",
+			intent:      `{"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"Synced","status":"True"}]}}`,
+			want:        false,
+		},
+		"KeyedListElementMissing": {
+			reason:      "An element the object lacks changes.",
+			current:     `{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`,
 			owned:       `{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{".":{},"f:type":{},"f:status":{}}}}}`,
 			subresource: "status",
 			intent:      `{"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"Synced","status":"True"}]}}`,
@@ -210,12 +244,21 @@ func TestChanges(t *testing.T) {
 			want:        true,
 		},
 		"OwnerReferencesByUID": {
-			reason: "ownerReferences merge by uid; another owner's reference is not a change. (The API server records " +
-				"every field of an applied element, key fields included, so the fixture does too.)",
-			current: `{"metadata":{"ownerReferences":[{"uid":"other","name":"o"},{"uid":"xr","name":"x","controller":true}]}}`,
-			owned:   `{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"xr\"}":{".":{},"f:uid":{},"f:name":{},"f:controller":{}}}}}`,
-			intent:  `{"metadata":{"ownerReferences":[{"uid":"xr","name":"x","controller":true}]}}`,
+			reason: "ownerReferences merge by uid; another owner's reference is not a change. An ownerReference is an " +
+				"atomic struct, so the API server records the element without its fields, as here; its fields count as " +
+				"the manager's. (The first kit's fixture recorded every field, and on the API server it saw each field " +
+				"as unowned: two writes for an unchanged XRD's CRDs, three for an unchanged XR's composed resources.)",
+			current: `{"metadata":{"ownerReferences":[{"uid":"other","name":"o"},{"uid":"xr","name":"x","controller":true,"blockOwnerDeletion":true}]}}`,
+			owned:   `{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"xr\"}":{}}}}`,
+			intent:  `{"metadata":{"ownerReferences":[{"uid":"xr","name":"x","controller":true,"blockOwnerDeletion":true}]}}`,
 			want:    false,
+		},
+		"OwnerReferenceChanged": {
+			reason:  "An ownerReference compares whole: one with another value changes.",
+			current: `{"metadata":{"ownerReferences":[{"uid":"xr","name":"x","controller":false}]}}`,
+			owned:   `{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"xr\"}":{}}}}`,
+			intent:  `{"metadata":{"ownerReferences":[{"uid":"xr","name":"x","controller":true}]}}`,
+			want:    true,
 		},
 		"SetSame": {
 			reason:  "A set compares by membership.",
@@ -232,19 +275,26 @@ func TestChanges(t *testing.T) {
 			want:    true,
 		},
 		"SetMemberNotOwned": {
-			reason:  "A member another writer added, which the intent now holds too, changes: the manager becomes an owner.",
+			reason:  "A member another writer added, which the intent now holds too, changes nothing: the apply would share it.",
 			current: `{"metadata":{"finalizers":["other","mine"]}}`,
 			owned:   `{"f:metadata":{"f:finalizers":{"v:\"mine\"":{}}}}`,
 			intent:  `{"metadata":{"finalizers":["mine","other"]}}`,
+			want:    false,
+		},
+		"SetMemberMissing": {
+			reason:  "A member the object lacks changes.",
+			current: `{"metadata":{"finalizers":["other"]}}`,
+			owned:   `{"f:metadata":{"f:finalizers":{"v:\"other\"":{}}}}`,
+			intent:  `{"metadata":{"finalizers":["other","mine"]}}`,
 			want:    true,
 		},
 		"OtherSubresource": {
-			reason:  "Ownership of the main resource says nothing about the status subresource.",
-			current: `{"status":{"a":1}}`,
-			owned:   `{"f:status":{"f:a":{}}}`,
+			reason:  "A field the manager applied through the main resource is not removed by a status apply that drops it.",
+			current: `{"status":{"a":1,"b":2}}`,
+			owned:   `{"f:status":{"f:a":{},"f:b":{}}}`,
 			applyTo: "status",
 			intent:  `{"status":{"a":1}}`,
-			want:    true,
+			want:    false,
 		},
 		"NilIntent": {
 			reason:  "A null in the intent is owned and matches a missing field.",
@@ -300,6 +350,13 @@ func entry(manager, subresource, fields string) metav1.ManagedFieldsEntry {
 	}
 }
 
+// update is an entry that a create or an update (not an apply) recorded.
+func update(manager, subresource, fields string) metav1.ManagedFieldsEntry {
+	e := entry(manager, subresource, fields)
+	e.Operation = metav1.ManagedFieldsOperationUpdate
+	return e
+}
+
 func object(o map[string]any, managed ...metav1.ManagedFieldsEntry) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: o}
 	if len(managed) > 0 {
@@ -308,8 +365,8 @@ func object(o map[string]any, managed ...metav1.ManagedFieldsEntry) *unstructure
 	return u
 }
 
-// TestChangesEntries holds the binder's former cases, built from Go values
-// and several managers' entries.
+// TestChangesEntries holds the binder's former cases and the cases of who
+// recorded a field, built from Go values and several managers' entries.
 func TestChangesEntries(t *testing.T) {
 	type args struct {
 		current     *unstructured.Unstructured
@@ -378,15 +435,133 @@ func TestChangesEntries(t *testing.T) {
 			want: false,
 		},
 		"OtherManagerOwnsIntendedField": {
-			reason: "A field only another manager owns, with the intended value, changes: the apply shares its ownership. " +
-				"(The binder's former package said unchanged, so a resolved reference the renderer had also written was never the binder's.)",
+			reason: "A field only another manager applied, holding the intended value, changes nothing: the apply would " +
+				"share its ownership and leave the object as it is. This is what the renderer needed: its former package " +
+				"compared values once it had an entry, and the first kit, which wrote here, made its unchanged XRs write. " +
+				"(The binder's former package said unchanged too.)",
 			args: args{
 				current: object(map[string]any{"spec": map[string]any{"a": "b", "theirs": "x"}},
 					entry("loom-binder", "", `{"f:spec":{"f:a":{}}}`),
 					entry("loom-renderer", "", `{"f:spec":{"f:theirs":{}}}`)),
 				intent: object(map[string]any{"spec": map[string]any{"a": "b", "theirs": "x"}}),
 			},
+			want: false,
+		},
+		"OtherManagerOwnsIntendedFieldOtherValue": {
+			reason: "A field another manager applied, holding another value than the intent's, changes: the apply takes it.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b", "theirs": "x"}},
+					entry("loom-binder", "", `{"f:spec":{"f:a":{}}}`),
+					entry("loom-renderer", "", `{"f:spec":{"f:theirs":{}}}`)),
+				intent: object(map[string]any{"spec": map[string]any{"a": "b", "theirs": "y"}}),
+			},
 			want: true,
+		},
+		"OwnUpdateEntry": {
+			reason: "A field the manager set by a create or an update, recorded under its Update entry, holding the " +
+				"intended value, changes nothing. (The first kit counted it as unowned: the binder applied again to " +
+				"every XR it had just created.)",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b", "n": int64(3)}},
+					update("loom-binder", "", `{"f:spec":{".":{},"f:a":{},"f:n":{}}}`)),
+				intent: object(map[string]any{"spec": map[string]any{"a": "b", "n": 3}}),
+			},
+			want: false,
+		},
+		"OwnUpdateEntryValueDiffers": {
+			reason: "A field under the manager's Update entry holding another value changes.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b"}},
+					update("loom-binder", "", `{"f:spec":{".":{},"f:a":{}}}`)),
+				intent: object(map[string]any{"spec": map[string]any{"a": "c"}}),
+			},
+			want: true,
+		},
+		"OwnUpdateEntryNotRemoved": {
+			reason: "A field the manager recorded by an update and the intent does not set is not removed by an apply: " +
+				"only the manager's Apply entry says what an apply removes.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b", "old": "x"}},
+					update("loom-binder", "", `{"f:spec":{".":{},"f:a":{},"f:old":{}}}`)),
+				intent: object(map[string]any{"spec": map[string]any{"a": "b"}}),
+			},
+			want: false,
+		},
+		"NeverRecorded": {
+			reason: "A value no entry records (no managed fields at all, as the binder's fakes hold), equal to the " +
+				"intent's, changes nothing.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b", "l": []any{"x", "y"}}}),
+				intent:  object(map[string]any{"spec": map[string]any{"a": "b", "l": []any{"x", "y"}}}),
+			},
+			want: false,
+		},
+		"NeverRecordedValueDiffers": {
+			reason: "A value no entry records, different from the intent's, changes.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b"}}),
+				intent:  object(map[string]any{"spec": map[string]any{"a": "c"}}),
+			},
+			want: true,
+		},
+		"OwnUpdateAtomicListDefaults": {
+			reason: "An atomic list the manager created, whose elements hold fields the API server defaulted, changes " +
+				"nothing: while the manager's Update entry records it nobody else changed it.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"l": []any{map[string]any{"name": "a", "port": int64(80)}}}},
+					update("loom-binder", "", `{"f:spec":{".":{},"f:l":{}}}`)),
+				intent: object(map[string]any{"spec": map[string]any{"l": []any{map[string]any{"name": "a"}}}}),
+			},
+			want: false,
+		},
+		"OthersAtomicListMore": {
+			reason: "An atomic list another manager applied, whose element holds a field the intent does not set, " +
+				"changes: the apply takes the list and replaces it whole.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b", "l": []any{map[string]any{"name": "a", "port": int64(80)}}}},
+					entry("loom-binder", "", `{"f:spec":{"f:a":{}}}`),
+					entry("loom-renderer", "", `{"f:spec":{"f:l":{}}}`)),
+				intent: object(map[string]any{"spec": map[string]any{"a": "b", "l": []any{map[string]any{"name": "a"}}}}),
+			},
+			want: true,
+		},
+		"OthersAtomicMapMore": {
+			reason: "A map another manager applied as one value (recorded without fields), holding a key the intent " +
+				"does not set, changes: the apply replaces it whole.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b", "sel": map[string]any{"app": "x", "tier": "y"}}},
+					entry("loom-binder", "", `{"f:spec":{"f:a":{}}}`),
+					entry("loom-renderer", "", `{"f:spec":{"f:sel":{}}}`)),
+				intent: object(map[string]any{"spec": map[string]any{"a": "b", "sel": map[string]any{"app": "x"}}}),
+			},
+			want: true,
+		},
+		"OthersGranularMap": {
+			reason: "A map another manager applied field by field, holding a key the intent does not set, changes " +
+				"nothing: the apply merges into it.",
+			args: args{
+				current: object(map[string]any{"spec": map[string]any{"a": "b", "labels": map[string]any{"app": "x", "tier": "y"}}},
+					entry("loom-binder", "", `{"f:spec":{"f:a":{}}}`),
+					entry("loom-renderer", "", `{"f:spec":{"f:labels":{"f:app":{},"f:tier":{}}}}`)),
+				intent: object(map[string]any{"spec": map[string]any{"a": "b", "labels": map[string]any{"app": "x"}}}),
+			},
+			want: false,
+		},
+		"KeyedByOthersEntries": {
+			reason: "A list the manager never applied elements to merges by key when another entry records it so: " +
+				"other writers' conditions do not make it differ. (The first kit read the merge only from the manager's " +
+				"own entry, compared the list whole and wrote.)",
+			args: args{
+				current: object(map[string]any{"status": map[string]any{"phase": "Bound", "conditions": []any{
+					map[string]any{"type": "Ready", "status": "True"},
+					map[string]any{"type": "Mine", "status": "True"},
+				}}}, entry("loom-binder", "status", `{"f:status":{"f:phase":{}}}`), entry("loom-renderer", "status", `{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{".":{},"f:type":{},"f:status":{}},"k:{\"type\":\"Mine\"}":{".":{},"f:type":{},"f:status":{}}}}}`)),
+				intent: object(map[string]any{"status": map[string]any{"phase": "Bound", "conditions": []any{
+					map[string]any{"type": "Mine", "status": "True"},
+				}}}),
+				subresource: "status",
+			},
+			want: false,
 		},
 		"StatusEntrySeparate": {
 			reason: "A status apply consults the manager's status entry, not its main-resource entry.",
@@ -518,6 +693,43 @@ func TestOwnedBadFields(t *testing.T) {
 	}}}}
 	if _, _, err := Owned(u, manager, ""); err == nil {
 		t.Error("Owned(...) of undecodable managed fields: want an error")
+	}
+}
+
+func TestChangesBadEntries(t *testing.T) {
+	bad := func(manager string) metav1.ManagedFieldsEntry {
+		e := entry(manager, "", `{}`)
+		e.FieldsV1.Raw = []byte(`["not","an","object"]`)
+		return e
+	}
+	cases := map[string]struct {
+		reason  string
+		current *unstructured.Unstructured
+		want    bool
+		wantErr error
+	}{
+		"Own": {
+			reason:  "The manager's own entry that cannot be decoded is an error: it may hold what an apply removes.",
+			current: object(map[string]any{"spec": map[string]any{"a": "b"}}, bad("loom-binder")),
+			want:    true,
+			wantErr: cmpopts.AnyError,
+		},
+		"Others": {
+			reason:  "Another manager's entry that cannot be decoded is skipped: it only tells how lists merge.",
+			current: object(map[string]any{"spec": map[string]any{"a": "b"}}, bad("loom-renderer")),
+			want:    false,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Changes(tc.current, object(map[string]any{"spec": map[string]any{"a": "b"}}), "loom-binder", "")
+			if diff := cmp.Diff(tc.wantErr, err, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("\n%s\nChanges(...): -want error, +got error:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\nChanges(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }
 
