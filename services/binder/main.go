@@ -29,10 +29,10 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/service"
+	"github.com/loomxr/loom/pkg/xrd"
 	"github.com/loomxr/loom/services/binder/internal/claim"
-	"github.com/loomxr/loom/services/binder/internal/definition"
-	"github.com/loomxr/loom/services/binder/internal/event"
 	"github.com/loomxr/loom/services/binder/internal/object"
 	"github.com/loomxr/loom/services/binder/internal/reference"
 	"github.com/loomxr/loom/services/binder/internal/route"
@@ -118,7 +118,7 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	defer broadcaster.Shutdown()
 	rec := event.NewAPIRecorder(broadcaster.NewRecorder(runtime.NewScheme(), claim.FieldManager))
 
-	defs := definition.NewIndex(c)
+	defs := xrd.NewIndex(c)
 	rules := reference.NewRules(c, f.ruleTTL)
 	pub := bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithSource("binder/"+rt.Config.ReplicaID))
 	h := route.NewHandler(defs,

@@ -105,9 +105,11 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/loomxr/loom/pkg/bus"
+	kitevent "github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/fn"
 	"github.com/loomxr/loom/pkg/service"
 	"github.com/loomxr/loom/pkg/watchreq"
+	"github.com/loomxr/loom/pkg/xrd"
 	"github.com/loomxr/loom/services/renderer/internal/composite"
 	"github.com/loomxr/loom/services/renderer/internal/connection"
 	"github.com/loomxr/loom/services/renderer/internal/definition"
@@ -246,9 +248,9 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 		return fmt.Errorf("cannot start recording events: %w", err)
 	}
 	defer broadcaster.Shutdown()
-	rec := event.NewAPIRecorder(broadcaster.NewRecorder(runtime.NewScheme(), kube.FieldManager))
+	var rec event.Recorder = kitevent.NewAPIRecorder(broadcaster.NewRecorder(runtime.NewScheme(), kube.FieldManager)).WithActions()
 
-	index := definition.NewIndex(client, definition.WithTTL(f.definitionTTL))
+	index := xrd.NewIndex(client, xrd.WithTTL(f.definitionTTL))
 	secrets := secret.NewReader(client)
 	resolver := function.NewResolver(client, secrets, f.functionTTL)
 	fnClient := fn.NewClient(resolver, fn.WithDefaultTimeout(f.functionTimout))

@@ -55,10 +55,10 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/service"
 	"github.com/loomxr/loom/services/secrets/internal/composite"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
-	"github.com/loomxr/loom/services/secrets/internal/event"
 	"github.com/loomxr/loom/services/secrets/internal/kube"
 	"github.com/loomxr/loom/services/secrets/internal/route"
 	"github.com/loomxr/loom/services/secrets/internal/secret"

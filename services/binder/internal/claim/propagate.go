@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
-	"github.com/loomxr/loom/services/binder/internal/apply"
+	"github.com/loomxr/loom/pkg/apply"
 )
 
 // Well-known keys, as Crossplane v1 defines them.

@@ -45,11 +45,11 @@ import (
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/apply"
+	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/telemetry"
-	"github.com/loomxr/loom/services/binder/internal/apply"
 	"github.com/loomxr/loom/services/binder/internal/condition"
-	"github.com/loomxr/loom/services/binder/internal/event"
 )
 
 // Event reasons, as Crossplane's claim controller uses them.

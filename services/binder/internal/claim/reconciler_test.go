@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/binder/internal/condition"
-	"github.com/loomxr/loom/services/binder/internal/event"
 )
 
 var (

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/loomxr/loom/pkg/apis/common"
-	"github.com/loomxr/loom/services/binder/internal/apply"
+	"github.com/loomxr/loom/pkg/apply"
 )
 
 // Get returns the conditions at status.conditions of obj, skipping any entry
@@ -70,7 +70,7 @@ func Keep(current []common.Condition, c common.Condition, now metav1.Time) commo
 // OwnedTypes returns the condition types that manager owns on obj's status
 // through server-side apply, sorted.
 func OwnedTypes(obj *unstructured.Unstructured, manager string) []common.ConditionType {
-	owned, err := apply.Owned(obj, manager, "status")
+	owned, _, err := apply.Owned(obj, manager, "status")
 	if err != nil || owned == nil {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loomxr/loom/pkg/apis/common"
-	"github.com/loomxr/loom/services/binder/internal/apply"
+	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/services/binder/internal/condition"
 
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
+	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/fieldpath"
-	"github.com/loomxr/loom/services/binder/internal/apply"
 	"github.com/loomxr/loom/services/binder/internal/condition"
 )
 
@@ -79,7 +79,7 @@ type resolution struct {
 // intent for obj (its identity and the value and reference fields the
 // binder sets or keeps) and the references that did not resolve.
 func Resolve(ctx context.Context, w World, xr, obj *unstructured.Unstructured, rule *Rule, manager string) (*unstructured.Unstructured, []Problem, error) {
-	owned, err := apply.Owned(obj, manager, "")
+	owned, _, err := apply.Owned(obj, manager, "")
 	if err != nil {
 		return nil, nil, err
 	}

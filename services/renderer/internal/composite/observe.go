@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/xcrd"
-	"github.com/loomxr/loom/services/renderer/internal/apply"
 )
 
 // A ref is one entry of an XR's spec.resourceRefs.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/loomxr/loom/pkg/apis/common"
 	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
+	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/pkg/xcrd"
-	"github.com/loomxr/loom/services/renderer/internal/apply"
 	"github.com/loomxr/loom/services/renderer/internal/conditions"
 	"github.com/loomxr/loom/services/renderer/internal/event"
 	"github.com/loomxr/loom/services/renderer/internal/kube"

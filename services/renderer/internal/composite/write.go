@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/compose"
-	"github.com/loomxr/loom/services/renderer/internal/apply"
 	"github.com/loomxr/loom/services/renderer/internal/event"
 	"github.com/loomxr/loom/services/renderer/internal/kube"
 )

@@ -3,7 +3,7 @@ package composite
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/loomxr/loom/services/renderer/internal/apply"
+	"github.com/loomxr/loom/pkg/apply"
 )
 
 // writeBack returns the merge patch that persists what the patches of a

@@ -1,3 +1,9 @@
+// Package definition reconciles CompositeResourceDefinitions (XRDs): it
+// generates and applies the CRDs of their composite resources (XRs) and
+// claims, reports the Established and Offered conditions, and on deletion
+// removes the claims, then the XRs, then the CRDs. The index that maps a
+// kind to the XRD defining it, which the rest of the renderer uses to
+// recognise XRs, is pkg/xrd's; this package invalidates it.
 package definition
 
 import (
@@ -21,9 +27,9 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/xcrd"
-	"github.com/loomxr/loom/services/renderer/internal/apply"
 	"github.com/loomxr/loom/services/renderer/internal/conditions"
 	"github.com/loomxr/loom/services/renderer/internal/event"
 	"github.com/loomxr/loom/services/renderer/internal/kube"
@@ -63,10 +69,16 @@ type Client interface {
 	Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, uid types.UID) error
 }
 
+// An Invalidator drops what an index of XRDs has loaded, so that its next
+// lookup reloads it (see xrd.Index).
+type Invalidator interface {
+	Invalidate()
+}
+
 // A Reconciler reconciles XRDs.
 type Reconciler struct {
 	client Client
-	index  *Index
+	index  Invalidator
 	rec    event.Recorder
 	log    *slog.Logger
 }
@@ -82,7 +94,7 @@ func WithLogger(l *slog.Logger) Option { return func(rc *Reconciler) { rc.log = 
 
 // NewReconciler returns a Reconciler. index, if not nil, is invalidated
 // whenever an XRD is reconciled.
-func NewReconciler(c Client, index *Index, o ...Option) *Reconciler {
+func NewReconciler(c Client, index Invalidator, o ...Option) *Reconciler {
 	r := &Reconciler{client: c, index: index, rec: event.Nop{}, log: slog.Default()}
 	for _, fn := range o {
 		fn(r)

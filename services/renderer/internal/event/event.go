@@ -1,19 +1,22 @@
-// Package event records Kubernetes Events about the objects the renderer
-// reconciles. The renderer emits an Event only when something happened
-// (a composition was selected, a composed resource was deleted, a new error
+// Package event declares what the renderer's reconcilers need to record
+// Kubernetes Events about the objects they reconcile, and the reasons they
+// use. The renderer emits an Event only when something happened (a
+// composition was selected, a composed resource was deleted, a new error
 // appeared), never on a render that changed nothing: Events are API writes
-// too.
+// too. The recorder itself is pkg/event's (notes cut to the API server's
+// limit); main.go passes its WithActions view.
 package event
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/events"
+
+	kitevent "github.com/loomxr/loom/pkg/event"
 )
 
 // Event types.
 const (
-	TypeNormal  = "Normal"
-	TypeWarning = "Warning"
+	TypeNormal  = kitevent.TypeNormal
+	TypeWarning = kitevent.TypeWarning
 )
 
 // Reasons of the renderer's Events.
@@ -27,8 +30,9 @@ const (
 	ReasonCreateRevision      = "CreateRevision"
 )
 
-// A Recorder records an Event about an object. Implementations must not
-// block on the API server.
+// A Recorder records an Event about an object, naming what was being done
+// (the action). Implementations must not block on the API server;
+// pkg/event's Actions is the one main.go passes.
 type Recorder interface {
 	Event(obj runtime.Object, eventType, reason, action, message string)
 }
@@ -38,17 +42,3 @@ type Nop struct{}
 
 // Event does nothing.
 func (Nop) Event(runtime.Object, string, string, string, string) {}
-
-// APIRecorder records Events through the events.k8s.io API.
-type APIRecorder struct {
-	rec events.EventRecorder
-}
-
-// NewAPIRecorder returns a Recorder writing through rec, which batches and
-// sends Events asynchronously.
-func NewAPIRecorder(rec events.EventRecorder) *APIRecorder { return &APIRecorder{rec: rec} }
-
-// Event records an Event. The message is not a format string.
-func (r *APIRecorder) Event(obj runtime.Object, eventType, reason, action, message string) {
-	r.rec.Eventf(obj, nil, eventType, reason, action, "%s", message)
-}

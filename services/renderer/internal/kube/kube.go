@@ -2,9 +2,9 @@
 // any kind read and written as unstructured data, and an accounting of every
 // request the renderer sends.
 //
-// Kinds are mapped to resources through discovery; a kind discovery does not
-// know yet (the CRD of an XRD established a moment ago) makes the mapper
-// reload, at most once per second. Every write carries the renderer's field
+// Kinds are mapped and objects read (lists in pages) by pkg/kube's
+// Resources, which Client embeds; request accounting is pkg/kube's Tally.
+// Every write carries the renderer's field
 // manager, loom-renderer; server-side applies force ownership of the fields
 // they send, and only of those.
 //
@@ -19,116 +19,35 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
-	"time"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	kitkube "github.com/loomxr/loom/pkg/kube"
 )
 
 // FieldManager is the server-side apply field manager of every write the
 // renderer makes.
 const FieldManager = "loom-renderer"
 
-// listPageSize bounds the objects one LIST request returns; longer lists are
-// read in pages so that the API server never builds one huge response.
-const listPageSize = 500
-
 // Client reads and writes objects of any kind. It is safe for concurrent use.
 type Client struct {
-	dyn    dynamic.Interface
-	mapper meta.ResettableRESTMapper
-
-	mu        sync.Mutex
-	lastReset time.Time
+	*kitkube.Resources
 }
 
 // New returns a Client.
 func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper) *Client {
-	return &Client{dyn: dyn, mapper: mapper}
-}
-
-// Mapping returns the REST mapping of gvk, reloading discovery once if the
-// kind is unknown.
-func (c *Client) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err == nil || !meta.IsNoMatchError(err) {
-		return m, err
-	}
-	c.mu.Lock()
-	if time.Since(c.lastReset) > time.Second {
-		c.mapper.Reset()
-		c.lastReset = time.Now()
-	}
-	c.mu.Unlock()
-	return c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-}
-
-// Namespaced reports whether gvk is a namespaced kind.
-func (c *Client) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
-	m, err := c.Mapping(gvk)
-	if err != nil {
-		return false, err
-	}
-	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
-}
-
-func (c *Client) resource(gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, error) {
-	m, err := c.Mapping(gvk)
-	if err != nil {
-		return nil, err
-	}
-	r := c.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return r.Namespace(namespace), nil
-	}
-	return r, nil
-}
-
-// Get returns the object, or an error for which kerrors.IsNotFound is true.
-func (c *Client) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
-	r, err := c.resource(gvk, namespace)
-	if err != nil {
-		return nil, err
-	}
-	return r.Get(ctx, name, metav1.GetOptions{})
-}
-
-// List returns the objects of kind gvk in namespace ("" for all namespaces
-// or a cluster-scoped kind) that match sel (nil for all), reading long lists
-// in pages.
-func (c *Client) List(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]unstructured.Unstructured, error) {
-	r, err := c.resource(gvk, namespace)
-	if err != nil {
-		return nil, err
-	}
-	opts := metav1.ListOptions{Limit: listPageSize}
-	if sel != nil && !sel.Empty() {
-		opts.LabelSelector = sel.String()
-	}
-	var out []unstructured.Unstructured
-	for {
-		l, err := r.List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l.Items...)
-		if l.GetContinue() == "" {
-			return out, nil
-		}
-		opts.Continue = l.GetContinue()
-	}
+	return &Client{Resources: kitkube.NewResources(dyn, mapper)}
 }
 
 // Apply server-side applies intent, forcing ownership of the fields it sets.
 func (c *Client) Apply(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.resource(intent.GroupVersionKind(), intent.GetNamespace())
+	r, err := c.Resource(intent.GroupVersionKind(), intent.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +57,7 @@ func (c *Client) Apply(ctx context.Context, intent *unstructured.Unstructured) (
 // ApplyStatus server-side applies intent to the status subresource, forcing
 // ownership of the fields it sets.
 func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.resource(intent.GroupVersionKind(), intent.GetNamespace())
+	r, err := c.Resource(intent.GroupVersionKind(), intent.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +67,7 @@ func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructu
 // MergePatch sends a JSON merge patch (RFC 7386): lists in patch replace the
 // object's lists whole, and a nil value removes a field.
 func (c *Client) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch map[string]any) (*unstructured.Unstructured, error) {
-	r, err := c.resource(gvk, namespace)
+	r, err := c.Resource(gvk, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +81,7 @@ func (c *Client) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, na
 // Create creates obj. An object that exists already fails with an error for
 // which kerrors.IsAlreadyExists is true.
 func (c *Client) Create(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.resource(obj.GroupVersionKind(), obj.GetNamespace())
+	r, err := c.Resource(obj.GroupVersionKind(), obj.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +91,7 @@ func (c *Client) Create(ctx context.Context, obj *unstructured.Unstructured) (*u
 // Update replaces obj, with obj's resourceVersion as a precondition: a stale
 // obj fails with an error for which kerrors.IsConflict is true.
 func (c *Client) Update(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.resource(obj.GroupVersionKind(), obj.GetNamespace())
+	r, err := c.Resource(obj.GroupVersionKind(), obj.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +102,7 @@ func (c *Client) Update(ctx context.Context, obj *unstructured.Unstructured) (*u
 // empty, only if it still has that UID. An object that is already gone is
 // not an error.
 func (c *Client) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, uid types.UID) error {
-	r, err := c.resource(gvk, namespace)
+	r, err := c.Resource(gvk, namespace)
 	if err != nil {
 		return err
 	}
@@ -197,3 +116,12 @@ func (c *Client) Delete(ctx context.Context, gvk schema.GroupVersionKind, namesp
 	}
 	return nil
 }
+
+// A Tally counts API requests; see pkg/kube.
+type Tally = kitkube.Tally
+
+// WithTally and Count are pkg/kube's.
+var (
+	WithTally = kitkube.WithTally //nolint:gochecknoglobals // An alias of a function.
+	Count     = kitkube.Count     //nolint:gochecknoglobals // An alias of a function.
+)

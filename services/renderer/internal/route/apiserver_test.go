@@ -30,6 +30,7 @@ import (
 	"github.com/loomxr/loom/pkg/stack"
 	"github.com/loomxr/loom/pkg/stack/stacktest"
 	"github.com/loomxr/loom/pkg/watchreq"
+	"github.com/loomxr/loom/pkg/xrd"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/renderer/internal/composite"
 	"github.com/loomxr/loom/services/renderer/internal/definition"
@@ -98,7 +99,7 @@ func startEnv(t *testing.T) *env {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	index := definition.NewIndex(client)
+	index := xrd.NewIndex(client)
 	store := revision.NewStore(client, time.Minute)
 	pub := bus.NewPublisher(js, bus.WithConfig(cfg))
 	h := route.NewHandler(index,

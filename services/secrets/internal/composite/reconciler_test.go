@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
-	"github.com/loomxr/loom/services/secrets/internal/event"
 	"github.com/loomxr/loom/services/secrets/internal/fake"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
 	"github.com/loomxr/loom/services/secrets/internal/tracker"

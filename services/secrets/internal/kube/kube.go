@@ -12,9 +12,7 @@ package kube
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+
+	kitkube "github.com/loomxr/loom/pkg/kube"
 )
 
 // FieldManager is the field manager of every write the service makes.
@@ -63,66 +63,21 @@ func write(ctx context.Context) {
 
 // Client reads and writes objects. It is safe for concurrent use.
 type Client struct {
-	dyn    dynamic.Interface
-	md     metadata.Interface
-	kube   kubernetes.Interface
-	mapper meta.ResettableRESTMapper
-
-	mu        sync.Mutex
-	lastReset time.Time
+	*kitkube.Resources
+	md   metadata.Interface
+	kube kubernetes.Interface
 }
 
 // New returns a Client. The mapper maps kinds to resources; a kind it does
 // not know makes it reload, at most once a second.
 func New(dyn dynamic.Interface, md metadata.Interface, kube kubernetes.Interface, mapper meta.ResettableRESTMapper) *Client {
-	return &Client{dyn: dyn, md: md, kube: kube, mapper: mapper}
-}
-
-// Mapping returns the REST mapping of gvk, reloading discovery once if the
-// kind is unknown.
-func (c *Client) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err == nil || !meta.IsNoMatchError(err) {
-		return m, err
-	}
-	c.mu.Lock()
-	if time.Since(c.lastReset) > time.Second {
-		c.mapper.Reset()
-		c.lastReset = time.Now()
-	}
-	c.mu.Unlock()
-	return c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-}
-
-func (c *Client) resource(gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, error) {
-	m, err := c.Mapping(gvk)
-	if err != nil {
-		return nil, err
-	}
-	r := c.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return r.Namespace(namespace), nil
-	}
-	return r, nil
+	return &Client{Resources: kitkube.NewResources(dyn, mapper), md: md, kube: kube}
 }
 
 // Get returns the object, or an error for which kerrors.IsNotFound is true.
 func (c *Client) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
-	r, err := c.resource(gvk, namespace)
-	if err != nil {
-		return nil, err
-	}
 	read(ctx)
-	return r.Get(ctx, name, metav1.GetOptions{})
-}
-
-// Namespaced reports whether gvk is a namespaced kind.
-func (c *Client) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
-	m, err := c.Mapping(gvk)
-	if err != nil {
-		return false, err
-	}
-	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+	return c.Resources.Get(ctx, gvk, namespace, name)
 }
 
 // Controller returns the controller reference of the object that ref (an
@@ -159,7 +114,7 @@ func (c *Client) Controller(ctx context.Context, ref metav1.OwnerReference, name
 // ApplyStatus server-side applies intent to the status subresource, forcing
 // ownership of the fields it sets.
 func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.resource(intent.GroupVersionKind(), intent.GetNamespace())
+	r, err := c.Resource(intent.GroupVersionKind(), intent.GetNamespace())
 	if err != nil {
 		return nil, err
 	}

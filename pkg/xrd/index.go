@@ -1,12 +1,12 @@
-// Package definition keeps the binder's index of CompositeResourceDefinitions
-// (XRDs), so that a request naming a claim or a composite resource (XR) can be
-// matched to the XRD that defines its kind.
+// Package xrd keeps an index of CompositeResourceDefinitions (XRDs), so that
+// a request naming a claim or a composite resource (XR) can be matched to the
+// XRD that defines its kind. The binder and the renderer share it.
 //
 // The index is loaded with one LIST and refreshed when a lookup misses (a new
 // XRD) or when it is older than its time to live (a changed XRD), at most once
 // per minimum interval, so a flood of requests for an unknown kind costs one
 // LIST, not one per request.
-package definition
+package xrd
 
 import (
 	"context"
@@ -31,7 +31,8 @@ type Lister interface {
 type Option func(*Index)
 
 // WithTTL sets how old the index may be before a lookup reloads it (default
-// 30s).
+// 30s). A changed XRD reloads it at once on the replica that handles the
+// change (see Invalidate); other replicas see the change within the TTL.
 func WithTTL(d time.Duration) Option { return func(i *Index) { i.ttl = d } }
 
 // WithMinInterval sets the least time between two loads (default 1s).
@@ -124,7 +125,7 @@ func (i *Index) load(ctx context.Context) error {
 		d := &xv1.CompositeResourceDefinition{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
 			// An XRD the API server accepted but that does not decode
-			// defines nothing the binder can serve; skip it rather than
+			// defines nothing a service can serve; skip it rather than
 			// fail every other kind.
 			continue
 		}

@@ -1,0 +1,67 @@
+package composite
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loomxr/loom/services/secrets/internal/secret"
+)
+
+// copyToClaim copies data to the Secret of the XR's claim, if it is bound
+// to one that asks for it.
+func (r *Reconciler) copyToClaim(ctx context.Context, st *xrState, data map[string][]byte) (bool, error) {
+	apiVersion, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "apiVersion")
+	kind, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "kind")
+	ns, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "namespace")
+	name, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "name")
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind == "" || ns == "" || name == "" {
+		return false, nil
+	}
+	claim, err := r.client.Get(ctx, gv.WithKind(kind), ns, name)
+	if kerrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot get claim %s %s/%s: %w", kind, ns, name, err)
+	}
+	if bound, _, _ := unstructured.NestedString(claim.Object, "spec", "resourceRef", "name"); bound != st.xr.GetName() || claim.GetDeletionTimestamp() != nil {
+		return false, nil
+	}
+	to, _, _ := unstructured.NestedString(claim.Object, "spec", fieldWriteConnection, "name")
+	if to == "" {
+		return false, nil
+	}
+	k := secret.Key{Namespace: ns, Name: to}
+	deps := st.deps
+	deps.Secrets = append(slices.Clone(st.deps.Secrets), k)
+	r.tracker.Track(st.target, deps)
+	wrote, err := r.store.Ensure(ctx, secret.Desired{Key: k, Owner: ownerRef(claim), Data: data})
+	if err != nil || !wrote {
+		return wrote, err
+	}
+	// Like Crossplane, the claim records when its Secret last changed.
+	intent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": claim.GetAPIVersion(),
+		"kind":       claim.GetKind(),
+		"metadata":   map[string]any{"name": claim.GetName(), "namespace": claim.GetNamespace()},
+		"status":     map[string]any{"connectionDetails": map[string]any{"lastPublishedTime": r.now().UTC().Format(time.RFC3339)}},
+	}}
+	if _, err := r.client.ApplyStatus(ctx, intent); err != nil {
+		return true, fmt.Errorf("cannot apply the status of claim %s %s/%s: %w", kind, ns, name, err)
+	}
+	return true, nil
+}
+
+// ownerRef makes o the controller of a Secret.
+func ownerRef(o *unstructured.Unstructured) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), UID: o.GetUID(), Controller: &yes}
+}

@@ -1,0 +1,176 @@
+package composite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/event"
+	"github.com/loomxr/loom/pkg/reconcile"
+	"github.com/loomxr/loom/services/secrets/internal/connection"
+)
+
+// condition returns the XR's ConnectionDetailsReady condition after a
+// publication (or a pending one), and false if none should be written.
+func (r *Reconciler) condition(st *xrState, res connection.Result, published bool) (common.Condition, bool) {
+	if len(res.Missing) > 0 {
+		msg := fmt.Sprintf("%s cannot provide the connection secret keys that CompositeResourceDefinition %q declares: %s",
+			st.comp.Name, st.xrd.GetName(), strings.Join(res.Missing, ", "))
+		return newCondition(corev1.ConditionFalse, ReasonMissingKeys, msg), true
+	}
+	_, had := conditionOf(st.xr, TypeConnectionDetailsReady)
+	switch {
+	case st.comp.Plan.Pipeline && !st.staged && (had || isReady(st.xr)):
+		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
+			fmt.Sprintf("Connection Secret %s waits for the connection details that the functions of %s return, which the renderer hands over after it renders the XR", st.key, st.comp.Name)), true
+	case len(res.Absent) > 0 && (published || had):
+		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
+			fmt.Sprintf("Connection Secret %s waits for keys: %s", st.key, strings.Join(res.Absent, ", "))), true
+	case !published && had:
+		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
+			fmt.Sprintf("Connection Secret %s waits for the connection Secrets of: %s", st.key, strings.Join(res.Pending, ", "))), true
+	case published:
+		return newCondition(corev1.ConditionTrue, ReasonPublished, fmt.Sprintf("Connection Secret %s is published", st.key)), true
+	}
+	return common.Condition{}, false
+}
+
+// fail records a failure on the XR's condition (and as a Warning event when
+// the condition changes). A permanent failure is returned as reconcile.Terminal:
+// only a change of the input can fix it, and that change is an event.
+func (r *Reconciler) fail(ctx context.Context, st *xrState, reason common.ConditionReason, cause error, permanent bool) error {
+	c := newCondition(corev1.ConditionFalse, reason, cause.Error())
+	if err := r.writeStatus(ctx, st, c, true, false); err != nil {
+		return err
+	}
+	if permanent {
+		return reconcile.Terminal(cause)
+	}
+	return nil
+}
+
+// writeStatus applies the condition and lastPublishedTime (now if the XR's
+// Secret changed) when they differ from the XR's, and records a Warning
+// event when a failure condition is new.
+func (r *Reconciler) writeStatus(ctx context.Context, st *xrState, want common.Condition, set, published bool) error {
+	have, had := conditionOf(st.xr, TypeConnectionDetailsReady)
+	last, _, _ := unstructured.NestedString(st.xr.Object, "status", "connectionDetails", "lastPublishedTime")
+	if !set {
+		if !had && !published {
+			return nil
+		}
+		want, set = have, had
+	}
+	conditionChanged := set && (!had || !have.Equal(want))
+	if !conditionChanged && !published {
+		return nil
+	}
+	if had && have.Equal(want) {
+		want.LastTransitionTime = have.LastTransitionTime
+	}
+	if published {
+		last = r.now().UTC().Format(time.RFC3339)
+	}
+	status := map[string]any{}
+	if set {
+		status["conditions"] = []any{conditionMap(want)}
+	}
+	if last != "" {
+		status["connectionDetails"] = map[string]any{"lastPublishedTime": last}
+	}
+	intent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": st.xr.GetAPIVersion(),
+		"kind":       st.xr.GetKind(),
+		"metadata":   map[string]any{"name": st.xr.GetName()},
+		"status":     status,
+	}}
+	if _, err := r.client.ApplyStatus(ctx, intent); err != nil {
+		return fmt.Errorf("cannot apply the status of %s %q: %w", st.xr.GetKind(), st.xr.GetName(), err)
+	}
+	if conditionChanged && want.Status != corev1.ConditionTrue && want.Reason != ReasonWaitingForKeys {
+		r.rec.Event(st.xr, event.TypeWarning, string(want.Reason), want.Message)
+	}
+	return nil
+}
+
+// reportConflicts records a Warning event per key conflict when the XR's
+// set of conflicts changed since this replica last reported it.
+func (r *Reconciler) reportConflicts(st *xrState, cs []connection.Conflict) {
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString(c.String())
+		b.WriteByte('\n')
+	}
+	uid := st.xr.GetUID()
+	r.mu.Lock()
+	prev, known := r.conflicts[uid]
+	if len(r.conflicts) >= 16384 {
+		r.conflicts = map[types.UID]string{}
+	}
+	r.conflicts[uid] = b.String()
+	r.mu.Unlock()
+	if (known && prev == b.String()) || (!known && len(cs) == 0) {
+		return
+	}
+	for _, c := range cs {
+		r.rec.Event(st.xr, event.TypeWarning, ReasonKeyConflict, c.String())
+	}
+}
+
+func newCondition(s corev1.ConditionStatus, reason common.ConditionReason, msg string) common.Condition {
+	const maxMessage = 2048
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	return common.Condition{Type: TypeConnectionDetailsReady, Status: s, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
+}
+
+// conditionOf returns the XR's condition of type t.
+func conditionOf(xr *unstructured.Unstructured, t common.ConditionType) (common.Condition, bool) {
+	cs, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
+	for _, c := range cs {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != string(t) {
+			continue
+		}
+		out := common.Condition{Type: t}
+		s, _ := m["status"].(string)
+		out.Status = corev1.ConditionStatus(s)
+		reason, _ := m["reason"].(string)
+		out.Reason = common.ConditionReason(reason)
+		out.Message, _ = m["message"].(string)
+		if ts, _ := m["lastTransitionTime"].(string); ts != "" {
+			if p, err := time.Parse(time.RFC3339, ts); err == nil {
+				out.LastTransitionTime = metav1.NewTime(p)
+			}
+		}
+		return out, true
+	}
+	return common.Condition{}, false
+}
+
+func conditionMap(c common.Condition) map[string]any {
+	m := map[string]any{
+		"type":               string(c.Type),
+		"status":             string(c.Status),
+		"reason":             string(c.Reason),
+		"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+	}
+	if c.Message != "" {
+		m["message"] = c.Message
+	}
+	return m
+}
+
+// isReady reports whether the XR's Ready condition is True.
+func isReady(xr *unstructured.Unstructured) bool {
+	c, ok := conditionOf(xr, common.TypeReady)
+	return ok && c.Status == corev1.ConditionTrue
+}
