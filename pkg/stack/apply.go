@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/loomxr/loom/pkg/condition"
 )
 
 // Kinds that define other kinds. They are applied first, and the kinds
@@ -180,7 +182,7 @@ func (a *applier) waitEstablished(ctx context.Context, names []string) error {
 			if err != nil {
 				return err
 			}
-			if conditionStatus(crd, "Established") != "True" {
+			if !condition.IsTrue(crd, "Established") {
 				return fmt.Errorf("CRD %s is not Established yet", n)
 			}
 			return nil
@@ -273,23 +275,6 @@ func xrdCRDNames(xrd *unstructured.Unstructured) []string {
 		names = append(names, p+"."+group)
 	}
 	return names
-}
-
-// conditionStatus returns the status of the condition of type t in
-// status.conditions, or "" if there is none.
-func conditionStatus(o *unstructured.Unstructured, t string) string {
-	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		if m["type"] == t {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
-	return ""
 }
 
 func objectName(o *unstructured.Unstructured) string {
