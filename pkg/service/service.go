@@ -6,6 +6,14 @@
 // request made within a traced context, logs carrying trace IDs), and signal
 // handling with a drain period.
 //
+// For the services that use the bus, Runtime.Bus sets up JetStream (streams
+// ensured with retries, the service's publisher, its worker with a
+// readiness check, a flush before exit); KubeFlags and WorkerFlags are the
+// flags every such service offers under its own environment prefix
+// (--kube-qps, --kube-burst, --concurrency, and the bus's --bus-replicas,
+// --bus-partitions, --fair-key, --target-budget). pkg/kube.NewClients makes
+// the Kubernetes clients and pkg/event.StartRecorder the event recorder.
+//
 // A service's main only wires it:
 //
 //	func main() {
@@ -441,7 +449,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 }
 
 // RunFunc is a service's body. It runs until ctx is cancelled (SIGTERM or
-// SIGINT), then should finish in-flight work and return.
+// SIGINT), then should finish in-flight work and return. An error that
+// wraps context.Canceled, returned after ctx was cancelled, is a clean stop
+// (a set-up that was still retrying, see Runtime.Bus), not a failure.
 type RunFunc func(ctx context.Context, rt *Runtime) error
 
 // Main is the whole main function of a Loom process: it parses the
@@ -520,6 +530,9 @@ func main(name string, run RunFunc, extraFlags func(*flag.FlagSet), args []strin
 		case sig := <-sigs:
 			runErr = fmt.Errorf("stopped by a second %s", sig)
 		}
+	}
+	if runErr != nil && ctx.Err() != nil && errors.Is(runErr, context.Canceled) {
+		runErr = nil
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer ccancel()
