@@ -1,15 +1,16 @@
 package event
 
 import (
-	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // A started recorder writes events through the events.k8s.io API, as the
@@ -29,19 +30,19 @@ func TestStartRecorder(t *testing.T) {
 	}}
 	rec.Event(xr, TypeWarning, "Broken", strings.Repeat("m", 2*NoteLimit))
 
-	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := cs.EventsV1().Events("ns").List(ctx, metav1.ListOptions{})
-		if err != nil || len(l.Items) == 0 {
-			return false, err
+	poll.Until(t, 10*time.Second, func() error {
+		l, err := cs.EventsV1().Events("ns").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) == 0 {
+			return errors.New("no event recorded")
 		}
 		e := l.Items[0]
 		if e.ReportingController != "loom-test" || e.Reason != "Broken" || len(e.Note) != NoteLimit {
 			t.Errorf("StartRecorder(...) recorded controller %q, reason %q, a note of %d bytes; want loom-test, Broken, %d",
 				e.ReportingController, e.Reason, len(e.Note), NoteLimit)
 		}
-		return true, nil
+		return nil
 	})
-	if err != nil {
-		t.Errorf("StartRecorder(...): no event recorded: %v", err)
-	}
 }

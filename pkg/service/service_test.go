@@ -23,6 +23,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus/bustest"
 	"github.com/loomxr/loom/pkg/telemetry"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 func TestRegisterFlags(t *testing.T) {
@@ -408,13 +409,12 @@ func TestNATSFailover(t *testing.T) {
 			s.Stop()
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !rt.NATS.IsConnected() || rt.NATS.ConnectedServerName() == first {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not connected to another server than %s: %s", first, rt.NATS.Status())
+	poll.Until(t, 30*time.Second, func() error {
+		if !rt.NATS.IsConnected() || rt.NATS.ConnectedServerName() == first {
+			return fmt.Errorf("still not connected to another server than %s: %s", first, rt.NATS.Status())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if failed := rt.ready(t.Context()); len(failed) > 0 {
 		t.Errorf("not ready after the failover: %v", failed)
 	}

@@ -177,7 +177,7 @@ func (a *applier) apply(ctx context.Context, objs []*unstructured.Unstructured) 
 func (a *applier) waitEstablished(ctx context.Context, names []string) error {
 	crds := a.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	for _, n := range names {
-		err := poll(ctx, 200*time.Millisecond, func(ctx context.Context) error {
+		err := waitUntil(ctx, 200*time.Millisecond, func(ctx context.Context) error {
 			crd, err := crds.Get(ctx, n, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -284,9 +284,9 @@ func objectName(o *unstructured.Unstructured) string {
 	return o.GetName()
 }
 
-// poll calls f every interval until it returns nil or ctx ends; the error
+// waitUntil calls f every interval until it returns nil or ctx ends; the error
 // then names f's last failure.
-func poll(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
+func waitUntil(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -81,7 +81,7 @@ func (s *Stack) WaitReady(ctx context.Context, objs []*unstructured.Unstructured
 		return err
 	}
 	pending := slices.Clone(objs)
-	err = poll(ctx, 500*time.Millisecond, func(ctx context.Context) error {
+	err = waitUntil(ctx, 500*time.Millisecond, func(ctx context.Context) error {
 		var still []*unstructured.Unstructured
 		for _, o := range pending {
 			ri, err := a.resource(ctx, o)
