@@ -13,9 +13,6 @@ import (
 	"github.com/loomxr/loom/pkg/watchreq"
 )
 
-// flushTimeout bounds how long Bus.Flush waits for outstanding publishes.
-const flushTimeout = 5 * time.Second
-
 // Bus is a service's JetStream: the context, the layout of its streams,
 // which exist, and the service's publisher. Runtime.Bus makes it.
 type Bus struct {
@@ -37,8 +34,9 @@ type Bus struct {
 // may not be up yet (the NATS server starts after the service, or has no
 // quorum), so it retries with backoff, logging each failure, until the
 // streams exist or ctx ends; then it returns an error that wraps ctx's
-// (which Main treats as a clean stop). Call Flush before the run function
-// returns.
+// (which Main treats as a clean stop). Close flushes the publisher before
+// it drains the NATS connection, so that what the service published last
+// is not lost; the run function need not.
 func (rt *Runtime) Bus(ctx context.Context, cfg bus.Config) (*Bus, error) {
 	if rt.NATS == nil {
 		return nil, errors.New("cannot use JetStream: the service runs without NATS")
@@ -51,13 +49,11 @@ func (rt *Runtime) Bus(ctx context.Context, cfg bus.Config) (*Bus, error) {
 		return nil, err
 	}
 	source := rt.Name + "/" + rt.Config.ReplicaID
-	return &Bus{
-		JS:        js,
-		Config:    cfg,
-		Publisher: bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithSource(source)),
-		Source:    source,
-		rt:        rt,
-	}, nil
+	pub := bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithSource(source))
+	rt.mu.Lock()
+	rt.publishers = append(rt.publishers, pub)
+	rt.mu.Unlock()
+	return &Bus{JS: js, Config: cfg, Publisher: pub, Source: source, rt: rt}, nil
 }
 
 // WatchRequests ensures the key-value bucket of watch requests (package
@@ -89,18 +85,6 @@ func (b *Bus) Worker(h bus.Handler, opts ...bus.WorkerOption) (*bus.Worker, erro
 		return nil
 	})
 	return w, nil
-}
-
-// Flush waits a few seconds at most for what the publisher sent to reach
-// JetStream, and logs what may have been lost. Call it when the service's
-// work has stopped, before the run function returns: Main then drains the
-// NATS connection, which would drop publishes still outstanding.
-func (b *Bus) Flush() {
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-	defer cancel()
-	if err := b.Publisher.Flush(ctx); err != nil {
-		b.rt.Log.Warn("some published events may not have been stored", "err", err)
-	}
 }
 
 // retry calls f with exponential backoff (at most 5s apart) until it

@@ -103,9 +103,6 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	if err != nil {
 		return err
 	}
-	// Let requeues published by the last handlers reach JetStream before the
-	// runtime drains NATS.
-	defer b.Flush()
 
 	kc, err := kube.NewClients(f.kube.Config(rt.REST))
 	if err != nil {

@@ -54,8 +54,6 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	if err != nil {
 		return err
 	}
-	// Let what was published reach JetStream before the runtime drains NATS.
-	defer b.Flush()
 	kv, err := b.WatchRequests(ctx)
 	if err != nil {
 		return err
