@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/bus/bustest"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // On a three-server cluster, EnsureStreams (called before the cluster has
@@ -101,7 +102,7 @@ func TestThreeServerCluster(t *testing.T) {
 		}
 	}
 	publish(1)
-	eventually(t, 30*time.Second, "every object handled on the cluster", handledAll(1))
+	poll.True(t, 30*time.Second, "every object handled on the cluster", handledAll(1))
 
 	// Stop the server leading the renderer's work stream.
 	s, err := js.Stream(ctx, bus.StreamName(bus.Renderer))
@@ -116,9 +117,9 @@ func TestThreeServerCluster(t *testing.T) {
 	}
 	start := time.Now()
 	publish(2)
-	eventually(t, 60*time.Second, "every object handled after losing the stream leader", handledAll(2))
+	poll.True(t, 60*time.Second, "every object handled after losing the stream leader", handledAll(2))
 	t.Logf("handled every object %s after stopping stream leader %s", time.Since(start).Round(time.Millisecond), leader)
-	eventually(t, 30*time.Second, "no work left", func() bool {
+	poll.True(t, 30*time.Second, "no work left", func() bool {
 		s, err := js.Stream(ctx, bus.StreamName(bus.Renderer))
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})

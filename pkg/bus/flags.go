@@ -44,3 +44,34 @@ func (f SchedulingFlags) Options() ([]WorkerOption, error) {
 	}
 	return []WorkerOption{WithFairKey(key), WithTargetBudget(f.TargetBudget)}, nil
 }
+
+// Flags are the command-line flags of the bus's layout that every service
+// offers, with environment-variable fallbacks: --bus-replicas
+// (LOOM_BUS_REPLICAS) and --bus-partitions (LOOM_BUS_PARTITIONS). Every
+// service of one installation must be given the same values.
+type Flags struct {
+	Replicas   int
+	Partitions int
+}
+
+// Register adds the flags to fs, defaulting to the environment, then to
+// DefaultReplicas and DefaultPartitions.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	replicas, partitions := DefaultReplicas, DefaultPartitions
+	if v, err := strconv.Atoi(os.Getenv("LOOM_BUS_REPLICAS")); err == nil {
+		replicas = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("LOOM_BUS_PARTITIONS")); err == nil {
+		partitions = v
+	}
+	fs.IntVar(&f.Replicas, "bus-replicas", replicas,
+		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
+	fs.IntVar(&f.Partitions, "bus-partitions", partitions,
+		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
+}
+
+// Config returns the bus Config the flags describe; its other fields are
+// zero, which means their defaults.
+func (f Flags) Config() Config {
+	return Config{Replicas: f.Replicas, Partitions: f.Partitions}
+}

@@ -106,18 +106,6 @@ func (r *replica) kill() {
 	})
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // event is a MODIFIED event for an XR with the given UID and resourceVersion.
 func event(uid string, rv int) *eventsv1.Event {
 	return &eventsv1.Event{

@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/testing/poll"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
 
@@ -61,12 +62,12 @@ func TestFairBetweenTenants(t *testing.T) {
 				evs = append(evs, nsEvent("a", uid(i), 1))
 			}
 			publishAll(t, p, evs...)
-			eventually(t, time.Minute, "the backlog waiting", func() bool { _, n := r.w.Waiting(); return n == backlog-1 })
+			poll.True(t, time.Minute, "the backlog waiting", func() bool { _, n := r.w.Waiting(); return n == backlog-1 })
 			late := uid(100_000)
 			publishAll(t, p, nsEvent("b", late, 1))
-			eventually(t, time.Minute, "b's request waiting", func() bool { _, n := r.w.Waiting(); return n == backlog })
+			poll.True(t, time.Minute, "b's request waiting", func() bool { _, n := r.w.Waiting(); return n == backlog })
 			close(b.release)
-			eventually(t, 60*time.Second, "every request handled", func() bool { return len(b.handled()) == backlog+1 })
+			poll.True(t, 60*time.Second, "every request handled", func() bool { return len(b.handled()) == backlog+1 })
 			before := slices.Index(b.handled(), late)
 			t.Logf("runs of tenant a's backlog of %d before tenant b's request: %d", backlog, before)
 			if before > tc.maxBefore && tc.maxBefore > 0 || before < tc.minBefore {
@@ -151,7 +152,7 @@ func TestBackoffAcrossEvents(t *testing.T) {
 	if err := hd.pub.Publish(t.Context(), bus.Binder, ev); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "five runs of the failing target", func() bool { return len(hd.runs()) >= 5 })
+	poll.True(t, 30*time.Second, "five runs of the failing target", func() bool { return len(hd.runs()) >= 5 })
 	runs := hd.runs()
 	for i := 1; i < 5; i++ {
 		gap, want := runs[i].Sub(runs[i-1]), initial<<(i-1)
@@ -181,10 +182,10 @@ func TestTargetBudget(t *testing.T) {
 		return bus.Result{RequeueAfter: time.Millisecond}, nil
 	}), bus.WithTargetBudget(budget))
 	publishAll(t, p, event(hot, 1))
-	eventually(t, 20*time.Second, "the budget spent", func() bool { return runs.Load() == budget })
+	poll.True(t, 20*time.Second, "the budget spent", func() bool { return runs.Load() == budget })
 	// Its requeued request reaches the worker and is held back, without a
 	// slot: it is delivered and does not wait in the scheduler.
-	eventually(t, 20*time.Second, "the next request held", func() bool {
+	poll.True(t, 20*time.Second, "the next request held", func() bool {
 		u, n := r.w.Waiting()
 		return h.delivered(t, bus.Renderer, hot, false) && u+n == 0
 	})
@@ -193,7 +194,7 @@ func TestTargetBudget(t *testing.T) {
 		evs = append(evs, event(uid(i), 1))
 	}
 	publishAll(t, p, evs...)
-	eventually(t, 20*time.Second, "the other targets handled", func() bool { return others.Load() == int32(len(evs)) })
+	poll.True(t, 20*time.Second, "the other targets handled", func() bool { return others.Load() == int32(len(evs)) })
 	if got := runs.Load(); got != budget {
 		t.Errorf("runs of the target within the minute: got %d, want its budget %d", got, budget)
 	}
@@ -219,7 +220,7 @@ func TestQuarantine(t *testing.T) {
 	if err := hd.pub.Publish(t.Context(), bus.Binder, ev); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the poisoned target failed once", func() bool { return len(hd.runs()) >= 2 })
+	poll.True(t, 20*time.Second, "the poisoned target failed once", func() bool { return len(hd.runs()) >= 2 })
 	var ids []string
 	for i := 100; i < 130; i++ {
 		ids = append(ids, uid(i))
@@ -229,7 +230,7 @@ func TestQuarantine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, "the healthy targets handled", func() bool {
+	poll.True(t, 30*time.Second, "the healthy targets handled", func() bool {
 		for _, id := range ids {
 			if hd.handled(id) == 0 {
 				return false
@@ -237,7 +238,7 @@ func TestQuarantine(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, 20*time.Second, "the poison's runs counted", func() bool {
+	poll.True(t, 20*time.Second, "the poison's runs counted", func() bool {
 		got := collect(t, reader)
 		return got["loom.bus.handler.runs{failed=true,kind=XMetric,pool=quarantine,service=binder}"] >= 1
 	})

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // TestMetrics checks the instruments a publisher and a worker record, by
@@ -66,7 +67,7 @@ func TestMetrics(t *testing.T) {
 	}
 	// The worker takes its partitions one by one; once it owns them all,
 	// each reports its consumer's gauges.
-	eventually(t, 10*time.Second, "the handled event's metrics and the consumer gauges", func() bool {
+	poll.True(t, 10*time.Second, "the handled event's metrics and the consumer gauges", func() bool {
 		got = collect(t, reader)
 		for k, v := range want {
 			if got[k] != v {

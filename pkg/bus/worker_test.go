@@ -19,6 +19,7 @@ import (
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/bus/bustest"
 	"github.com/loomxr/loom/pkg/reconcile"
+	"github.com/loomxr/loom/pkg/testing/poll"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
 
@@ -51,7 +52,7 @@ func TestCoalescesEventsForOneObject(t *testing.T) {
 		}
 		return bus.Result{}, nil
 	}))
-	eventually(t, 5*time.Second, "the replica to own every partition", func() bool {
+	poll.True(t, 5*time.Second, "the replica to own every partition", func() bool {
 		return len(r0.w.Owned()) == h.cfg.Partitions
 	})
 	pub := h.publisher()
@@ -72,7 +73,7 @@ func TestCoalescesEventsForOneObject(t *testing.T) {
 		}
 		return handled[len(handled)-1]
 	}
-	eventually(t, 10*time.Second, "the latest version to be handled", func() bool {
+	poll.True(t, 10*time.Second, "the latest version to be handled", func() bool {
 		return last() == n && h.workPending(bus.Renderer) == 0
 	})
 	mu.Lock()
@@ -145,7 +146,7 @@ func TestThreeReplicasNeverOverlap(t *testing.T) {
 	if err := pub.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "every object's latest version to be handled", func() bool {
+	poll.True(t, 30*time.Second, "every object's latest version to be handled", func() bool {
 		for i := range objects {
 			if latest[i].Load() != versions {
 				return false
@@ -205,7 +206,7 @@ func TestKilledReplicaMessageRedelivered(t *testing.T) {
 		"a": h.start(bus.Binder, "a", handler("a"), own.hook("a")),
 		"b": h.start(bus.Binder, "b", handler("b"), own.hook("b")),
 	}
-	eventually(t, 10*time.Second, "both replicas to own partitions", func() bool {
+	poll.True(t, 10*time.Second, "both replicas to own partitions", func() bool {
 		return len(replicas["a"].w.Owned()) > 0 && len(replicas["b"].w.Owned()) > 0
 	})
 	pub := h.publisher()
@@ -224,7 +225,7 @@ func TestKilledReplicaMessageRedelivered(t *testing.T) {
 	victim := doomed
 	mu.Unlock()
 	replicas[victim].kill()
-	eventually(t, 15*time.Second, "the other replica to handle the message", func() bool {
+	poll.True(t, 15*time.Second, "the other replica to handle the message", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(calls) == 2 && h.workPending(bus.Binder) == 0
@@ -282,7 +283,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	}
 
 	var dls []bus.DeadLetter
-	eventually(t, 10*time.Second, "three dead letters", func() bool {
+	poll.True(t, 10*time.Second, "three dead letters", func() bool {
 		var err error
 		dls, err = bus.ListDeadLetters(t.Context(), h.js, bus.Secrets)
 		return err == nil && len(dls) == 3 && h.workPending(bus.Secrets) == 0
@@ -333,7 +334,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	if _, err := bus.ReplayDeadLetter(t.Context(), h.js, byUID[failing].Seq); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the replayed event to be handled", func() bool {
+	poll.True(t, 10*time.Second, "the replayed event to be handled", func() bool {
 		return okCalls.Load() == 1 && h.workPending(bus.Secrets) == 0
 	})
 	left, err := bus.ListDeadLetters(t.Context(), h.js, "")
@@ -400,7 +401,7 @@ func TestMembershipRebalances(t *testing.T) {
 	step := func(what string, within time.Duration, cond func() bool) {
 		t.Helper()
 		start := time.Now()
-		eventually(t, within, what, cond)
+		poll.True(t, within, what, cond)
 		t.Logf("%s: %s", what, time.Since(start).Round(time.Millisecond))
 	}
 	r0 := h.start(bus.Renderer, "r0", nop, own.hook("r0"))
@@ -452,7 +453,7 @@ func TestRequeue(t *testing.T) {
 	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(9), 1)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "all requeues to be handled", func() bool {
+	poll.True(t, 10*time.Second, "all requeues to be handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(calls) == requeues+1 && h.workPending(bus.Renderer) == 0
@@ -494,7 +495,7 @@ func TestLongHandlerNotRedelivered(t *testing.T) {
 	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), 1)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the event to be handled", func() bool {
+	poll.True(t, 10*time.Second, "the event to be handled", func() bool {
 		return calls.Load() >= 1 && h.workPending(bus.Renderer) == 0
 	})
 	if n := calls.Load(); n != 1 {
@@ -675,12 +676,12 @@ func TestServerRestart(t *testing.T) {
 		}
 	}
 	publish(1)
-	eventually(t, 10*time.Second, "every object handled", handledAll(1))
+	poll.True(t, 10*time.Second, "every object handled", handledAll(1))
 	if err := h.srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	publish(2)
-	eventually(t, 20*time.Second, "every object handled after the restart", handledAll(2))
+	poll.True(t, 20*time.Second, "every object handled after the restart", handledAll(2))
 	_, js := bustest.Connect(t, h.srv.URL())
 	if dls, err := bus.ListDeadLetters(t.Context(), js, ""); err != nil || len(dls) != 0 {
 		t.Errorf("dead letters: %v, %v", dls, err)
@@ -732,7 +733,7 @@ func TestHandlerTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dls []bus.DeadLetter
-	eventually(t, 10*time.Second, "the timed-out event to be dead-lettered", func() bool {
+	poll.True(t, 10*time.Second, "the timed-out event to be dead-lettered", func() bool {
 		dls, _ = bus.ListDeadLetters(t.Context(), h.js, bus.Renderer)
 		return len(dls) == 1
 	})
@@ -814,7 +815,7 @@ func TestResyncRequeuedAndDeadLettered(t *testing.T) {
 	if err := pub.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "both resyncs requeued, then dead-lettered", func() bool {
+	poll.True(t, 10*time.Second, "both resyncs requeued, then dead-lettered", func() bool {
 		dls, err := bus.ListDeadLetters(t.Context(), h.js, bus.Secrets)
 		return err == nil && len(dls) == 2 && h.workPending(bus.Secrets) == 0
 	})

@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/fieldpath"
 )
 
@@ -148,21 +150,21 @@ func matchCondition(p *fieldpath.Paved, mc *v1.MatchConditionReadinessCheck) (bo
 			want.Status = corev1.ConditionTrue
 		}
 	}
-	c, found := condition(p, string(want.Type))
+	c, found := condition.Find(condition.Observed(&unstructured.Unstructured{Object: p.UnstructuredContent()}), want.Type)
 	if !found {
 		return false, fmt.Sprintf("condition %s is not set, want %s", want.Type, want.Status), nil
 	}
-	if c.status == string(want.Status) {
+	if c.Status == want.Status {
 		return true, "", nil
 	}
-	why := fmt.Sprintf("condition %s is %s, want %s", want.Type, orUnknown(c.status), want.Status)
+	why := fmt.Sprintf("condition %s is %s, want %s", want.Type, orUnknown(string(c.Status)), want.Status)
 	switch {
-	case c.reason != "" && c.message != "":
-		why += fmt.Sprintf(" (%s: %s)", c.reason, c.message)
-	case c.reason != "":
-		why += fmt.Sprintf(" (%s)", c.reason)
-	case c.message != "":
-		why += fmt.Sprintf(" (%s)", c.message)
+	case c.Reason != "" && c.Message != "":
+		why += fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+	case c.Reason != "":
+		why += fmt.Sprintf(" (%s)", c.Reason)
+	case c.Message != "":
+		why += fmt.Sprintf(" (%s)", c.Message)
 	}
 	return false, why, nil
 }
@@ -172,27 +174,4 @@ func orUnknown(s string) string {
 		return "Unknown"
 	}
 	return s
-}
-
-type cond struct{ status, reason, message string }
-
-// condition returns the condition of a type from status.conditions.
-func condition(p *fieldpath.Paved, t string) (cond, bool) {
-	v, err := p.GetValue("status.conditions")
-	if err != nil {
-		return cond{}, false
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return cond{}, false
-	}
-	for _, e := range list {
-		m, ok := e.(map[string]any)
-		if !ok || m["type"] != t {
-			continue
-		}
-		str := func(k string) string { s, _ := m[k].(string); return s }
-		return cond{status: str("status"), reason: str("reason"), message: str("message")}, true
-	}
-	return cond{}, false
 }

@@ -11,10 +11,13 @@
 package event
 
 import (
+	"context"
+	"fmt"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 )
 
@@ -95,4 +98,16 @@ func Truncate(note string) string {
 		cut--
 	}
 	return note[:cut] + truncated
+}
+
+// StartRecorder starts recording events to the API server through cs's
+// events.k8s.io/v1 API, reported by component (a service's field manager,
+// say), and returns the recorder and a function that stops recording,
+// flushing what is queued. Recording runs until stop is called or ctx ends.
+func StartRecorder(ctx context.Context, cs kubernetes.Interface, component string) (*APIRecorder, func(), error) {
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, nil, fmt.Errorf("cannot start recording events: %w", err)
+	}
+	return NewAPIRecorder(b.NewRecorder(runtime.NewScheme(), component)), b.Shutdown, nil
 }

@@ -1,6 +1,7 @@
 package fn
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -22,6 +24,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // Test function binaries, built on first use into binDir (see binaries).
@@ -245,21 +249,25 @@ func startFunction(t *testing.T, bin *string) Target {
 			_ = cmd.Process.Kill()
 			<-exited
 		})
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		err := poll.Wait(ctx, func(ctx context.Context) error {
 			select {
 			case <-exited:
 				// Most likely someone took the port; try another.
-				deadline = time.Time{}
-				continue
+				cancel()
+				return errors.New("the function exited")
 			default:
 			}
-			c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-			if err == nil {
-				_ = c.Close()
-				return Target{Endpoint: addr, TLS: p.clientTLS()}
+			c, err := (&net.Dialer{Timeout: 100 * time.Millisecond}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return err
 			}
-			time.Sleep(20 * time.Millisecond) // Polling the listener, not waiting for an outcome.
+			_ = c.Close()
+			return nil
+		})
+		cancel()
+		if err == nil {
+			return Target{Endpoint: addr, TLS: p.clientTLS()}
 		}
 	}
 	t.Fatalf("test function %s did not start", *bin)

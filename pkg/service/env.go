@@ -42,3 +42,12 @@ func EnvDuration(k string, def time.Duration) time.Duration {
 	}
 	return def
 }
+
+// EnvString returns environment variable k, or def when it is unset or
+// empty.
+func EnvString(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -2,7 +2,9 @@ package service
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/loomxr/loom/pkg/natsauth"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 func TestNATSFlags(t *testing.T) {
@@ -153,9 +156,12 @@ func TestNewAuthenticatesToNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = rt.Close(context.Background()) }()
-	if err := waitFor(t.Context(), func() bool { return rt.NATS.IsConnected() }); err != nil {
-		t.Fatalf("not connected with the binder's credentials: %v (last error %v)", err, rt.NATS.LastError())
-	}
+	poll.Until(t, 2*time.Second, func() error {
+		if !rt.NATS.IsConnected() {
+			return fmt.Errorf("not connected with the binder's credentials (last error %v)", rt.NATS.LastError())
+		}
+		return nil
+	})
 	if in := rt.NATS.NewInbox(); !strings.HasPrefix(in, natsauth.InboxPrefix("binder")+".") {
 		t.Errorf("NewInbox() = %q, want the binder's prefix %q", in, natsauth.InboxPrefix("binder"))
 	}
@@ -177,24 +183,17 @@ func TestNewAuthenticatesToNATS(t *testing.T) {
 	}
 	defer func() { _ = bad.Close(context.Background()) }()
 	// Give it the time the good one needed many times over.
-	if err := waitFor(t.Context(), func() bool { return bad.NATS.IsConnected() }); err == nil {
+	wctx, wcancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer wcancel()
+	if err := poll.Wait(wctx, func(context.Context) error {
+		if !bad.NATS.IsConnected() {
+			return errors.New("not connected")
+		}
+		return nil
+	}); err == nil {
 		t.Errorf("connected with a wrong password")
 	}
 	if failed := bad.ready(t.Context()); len(failed) == 0 {
 		t.Errorf("ready with a wrong password")
 	}
-}
-
-// waitFor polls cond for up to two seconds.
-func waitFor(ctx context.Context, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return nil
 }

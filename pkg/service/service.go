@@ -6,6 +6,14 @@
 // request made within a traced context, logs carrying trace IDs), and signal
 // handling with a drain period.
 //
+// For the services that use the bus, Runtime.Bus sets up JetStream (streams
+// ensured with retries, the service's publisher, flushed by Close, its
+// worker with a readiness check); KubeFlags and WorkerFlags are the
+// flags every such service offers under its own environment prefix
+// (--kube-qps, --kube-burst, --concurrency, and the bus's --bus-replicas,
+// --bus-partitions, --fair-key, --target-budget). pkg/kube.NewClients makes
+// the Kubernetes clients and pkg/event.StartRecorder the event recorder.
+//
 // A service's main only wires it:
 //
 //	func main() {
@@ -40,6 +48,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/natsauth"
 	"github.com/loomxr/loom/pkg/telemetry"
 )
@@ -231,10 +240,11 @@ type Runtime struct {
 	// service and replica.
 	Log *slog.Logger
 
-	mu      sync.Mutex
-	checks  map[string]Check
-	servers []*http.Server
-	closing bool
+	mu         sync.Mutex
+	checks     map[string]Check
+	servers    []*http.Server
+	publishers []*bus.Publisher
+	closing    bool
 }
 
 // AddReadinessCheck registers a check that /readyz runs; the endpoint
@@ -409,14 +419,21 @@ func (rt *Runtime) serve(addr string, h http.Handler) error {
 	return nil
 }
 
-// Close marks the runtime not ready, drains the NATS connection (pending
+// Close marks the runtime not ready, waits for the events that the
+// publishers of Bus published to be stored (a failure is logged: the next
+// resync publishes them again), drains the NATS connection (pending
 // publishes are flushed, subscriptions finish their messages) and stops
 // the HTTP servers, within ctx.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
 	rt.closing = true
-	servers := rt.servers
+	servers, pubs := rt.servers, rt.publishers
 	rt.mu.Unlock()
+	for _, p := range pubs {
+		if err := p.Flush(ctx); err != nil {
+			rt.Log.Warn("some published events may not have been stored", "err", err)
+		}
+	}
 	var errs []error
 	if rt.NATS != nil {
 		if rt.NATS.IsConnected() {
@@ -441,7 +458,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 }
 
 // RunFunc is a service's body. It runs until ctx is cancelled (SIGTERM or
-// SIGINT), then should finish in-flight work and return.
+// SIGINT), then should finish in-flight work and return. An error that
+// wraps context.Canceled, returned after ctx was cancelled, is a clean stop
+// (a set-up that was still retrying, see Runtime.Bus), not a failure.
 type RunFunc func(ctx context.Context, rt *Runtime) error
 
 // Main is the whole main function of a Loom process: it parses the
@@ -520,6 +539,9 @@ func main(name string, run RunFunc, extraFlags func(*flag.FlagSet), args []strin
 		case sig := <-sigs:
 			runErr = fmt.Errorf("stopped by a second %s", sig)
 		}
+	}
+	if runErr != nil && ctx.Err() != nil && errors.Is(runErr, context.Canceled) {
+		runErr = nil
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer ccancel()

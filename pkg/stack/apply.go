@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/loomxr/loom/pkg/condition"
 )
 
 // Kinds that define other kinds. They are applied first, and the kinds
@@ -175,12 +177,12 @@ func (a *applier) apply(ctx context.Context, objs []*unstructured.Unstructured) 
 func (a *applier) waitEstablished(ctx context.Context, names []string) error {
 	crds := a.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	for _, n := range names {
-		err := poll(ctx, 200*time.Millisecond, func(ctx context.Context) error {
+		err := waitUntil(ctx, 200*time.Millisecond, func(ctx context.Context) error {
 			crd, err := crds.Get(ctx, n, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if conditionStatus(crd, "Established") != "True" {
+			if !condition.IsTrue(crd, "Established") {
 				return fmt.Errorf("CRD %s is not Established yet", n)
 			}
 			return nil
@@ -275,23 +277,6 @@ func xrdCRDNames(xrd *unstructured.Unstructured) []string {
 	return names
 }
 
-// conditionStatus returns the status of the condition of type t in
-// status.conditions, or "" if there is none.
-func conditionStatus(o *unstructured.Unstructured, t string) string {
-	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		if m["type"] == t {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
-	return ""
-}
-
 func objectName(o *unstructured.Unstructured) string {
 	if o.GetNamespace() != "" {
 		return o.GetNamespace() + "/" + o.GetName()
@@ -299,9 +284,9 @@ func objectName(o *unstructured.Unstructured) string {
 	return o.GetName()
 }
 
-// poll calls f every interval until it returns nil or ctx ends; the error
+// waitUntil calls f every interval until it returns nil or ctx ends; the error
 // then names f's last failure.
-func poll(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
+func waitUntil(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -174,28 +174,6 @@ func TestCRDIsClaim(t *testing.T) {
 	}
 }
 
-func TestConditionStatus(t *testing.T) {
-	o := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
-		map[string]any{"type": "Synced", "status": "True"},
-		map[string]any{"type": "Ready", "status": "False"},
-	}}}}
-	cases := map[string]struct {
-		reason string
-		typ    string
-		want   string
-	}{
-		"Present": {reason: "The status of a present condition is returned.", typ: "Ready", want: "False"},
-		"Absent":  {reason: "An absent condition has no status.", typ: "Established", want: ""},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := conditionStatus(o, tc.typ); got != tc.want {
-				t.Errorf("%s\nconditionStatus(%q): got %q, want %q", tc.reason, tc.typ, got, tc.want)
-			}
-		})
-	}
-}
-
 func TestReadRoles(t *testing.T) {
 	cases := map[string]struct {
 		reason string

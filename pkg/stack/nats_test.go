@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // natsOnly starts just the stack's NATS servers (no control plane) and stops
@@ -165,20 +167,16 @@ func TestNATSCluster(t *testing.T) {
 	})
 }
 
-// pollT calls f until it succeeds or ctx ends.
+// pollT calls f, each call within two seconds (a cluster that lost a
+// server may not answer at all), until it succeeds or ctx ends.
 func pollT(t *testing.T, ctx context.Context, what string, f func(context.Context) error) {
 	t.Helper()
-	for {
+	err := poll.Wait(ctx, func(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := f(actx)
-		cancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
+		defer cancel()
+		return f(actx)
+	}, poll.Every(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

@@ -2,7 +2,7 @@ package stack
 
 import (
 	"bytes"
-	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // marker returns a sleep duration no other process on the machine uses, so
@@ -43,21 +45,6 @@ func pidsWith(arg string) []int {
 		}
 	}
 	return pids
-}
-
-// eventually polls f until it returns "" or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, f func() string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	if err := poll(ctx, 20*time.Millisecond, func(context.Context) error {
-		if msg := f(); msg != "" {
-			return fmt.Errorf("%s", msg)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func testSpec(t *testing.T, script string, restart bool) procSpec {
@@ -99,11 +86,11 @@ func TestProcessStop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 5*time.Second, func() string {
+			poll.Until(t, 5*time.Second, func() error {
 				if n := len(pidsWith(m)); n != 2 {
-					return fmt.Sprintf("%d sleeps running, want 2", n)
+					return fmt.Errorf("%d sleeps running, want 2", n)
 				}
-				return ""
+				return nil
 			})
 			start := time.Now()
 			p.stop(tc.grace)
@@ -112,11 +99,11 @@ func TestProcessStop(t *testing.T) {
 			}
 			// A killed process may take a moment to become a zombie; a
 			// process that survives SIGKILL for seconds is a real leak.
-			eventually(t, 3*time.Second, func() string {
+			poll.Until(t, 3*time.Second, func() error {
 				if left := pidsWith(m); len(left) > 0 {
-					return fmt.Sprintf("%s\nprocesses left after stop: %v", tc.reason, left)
+					return fmt.Errorf("%s\nprocesses left after stop: %v", tc.reason, left)
 				}
-				return ""
+				return nil
 			})
 			if p.running() {
 				t.Errorf("%s\nrunning() after stop: want false", tc.reason)
@@ -139,11 +126,11 @@ func TestProcessRestart(t *testing.T) {
 	if err := p.kill(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string {
+	poll.Until(t, 10*time.Second, func() error {
 		if pid := p.pid(); pid == 0 || pid == first {
-			return fmt.Sprintf("not restarted yet (pid %d, first %d)", pid, first)
+			return fmt.Errorf("not restarted yet (pid %d, first %d)", pid, first)
 		}
-		return ""
+		return nil
 	})
 	p.stop(time.Second)
 	if left := pidsWith(m); len(left) > 0 {
@@ -159,11 +146,11 @@ func TestProcessExitUnsupervised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() error {
 		if p.running() {
-			return "still running"
+			return errors.New("still running")
 		}
-		return ""
+		return nil
 	})
 	p.stop(time.Second)
 	if !strings.Contains(logs.String(), "exit status 3") {
@@ -214,20 +201,20 @@ func TestChildrenDieWithHarness(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string {
+	poll.Until(t, 10*time.Second, func() error {
 		if len(pidsWith(m)) != 1 {
-			return "child not running yet"
+			return errors.New("child not running yet")
 		}
-		return ""
+		return nil
 	})
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	eventually(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() error {
 		if left := pidsWith(m); len(left) > 0 {
-			return fmt.Sprintf("child outlived the harness: %v", left)
+			return fmt.Errorf("child outlived the harness: %v", left)
 		}
-		return ""
+		return nil
 	})
 }

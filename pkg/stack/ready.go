@@ -9,6 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/condition"
 )
 
 // Claims returns the objects among objs that are claims: namespaced
@@ -78,7 +81,7 @@ func (s *Stack) WaitReady(ctx context.Context, objs []*unstructured.Unstructured
 		return err
 	}
 	pending := slices.Clone(objs)
-	err = poll(ctx, 500*time.Millisecond, func(ctx context.Context) error {
+	err = waitUntil(ctx, 500*time.Millisecond, func(ctx context.Context) error {
 		var still []*unstructured.Unstructured
 		for _, o := range pending {
 			ri, err := a.resource(ctx, o)
@@ -86,7 +89,7 @@ func (s *Stack) WaitReady(ctx context.Context, objs []*unstructured.Unstructured
 				return err
 			}
 			got, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
-			if err != nil || conditionStatus(got, "Ready") != "True" {
+			if err != nil || !condition.IsTrue(got, common.TypeReady) {
 				still = append(still, o)
 				continue
 			}

@@ -228,7 +228,7 @@ func (s *Stack) run(spec procSpec) (*process, error) {
 func (s *Stack) waitFor(ctx context.Context, what string, p *process, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadyTimeout)
 	defer cancel()
-	err := poll(ctx, 100*time.Millisecond, func(ctx context.Context) error {
+	err := waitUntil(ctx, 100*time.Millisecond, func(ctx context.Context) error {
 		if !p.running() {
 			cancel() // no point waiting for a process that is gone
 			return errExited

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/loomxr/loom/pkg/bus/bustest"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // startJetStream runs an in-process NATS server with JetStream on a random
@@ -111,17 +112,13 @@ func TestBucketReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, want := range []int{1, 3} {
-		var err error
 		// The cluster may still be electing its meta leader at first.
-		for {
+		err := poll.Wait(ctx, func(ctx context.Context) error {
 			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err = EnsureBucket(actx, js, want)
-			acancel()
-			if err == nil || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			defer acancel()
+			_, err := EnsureBucket(actx, js, want)
+			return err
+		}, poll.Every(100*time.Millisecond))
 		if err != nil {
 			t.Fatalf("EnsureBucket(%d): %v", want, err)
 		}

@@ -3,6 +3,7 @@ package xcrd_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/stack"
 	"github.com/loomxr/loom/pkg/stack/stacktest"
+	"github.com/loomxr/loom/pkg/testing/poll"
 	"github.com/loomxr/loom/pkg/xcrd"
 )
 
@@ -283,19 +285,14 @@ func newTableRequest(ctx context.Context, url string) (*http.Request, error) {
 
 func waitEstablished(t *testing.T, ext apiextensionsclient.Interface, name string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	poll.Until(t, time.Minute, func() error {
 		crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), name, metav1.GetOptions{})
-		if err == nil && xcrd.IsEstablished(crd.Status) {
-			return
+		if err != nil {
+			return fmt.Errorf("CRD %s is not Established: %w", name, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CRD %s never became Established: %v %v", name, err, crd.Status.Conditions)
+		if !xcrd.IsEstablished(crd.Status) {
+			return fmt.Errorf("CRD %s is not Established: %v", name, crd.Status.Conditions)
 		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	}, poll.Every(100*time.Millisecond))
 }

@@ -18,56 +18,36 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"os"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-
+	"github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/service"
 	"github.com/loomxr/loom/services/rbac-manager/internal/manager"
 )
 
 type flags struct {
 	watcherUser string
-	qps         float64
-	burst       int
+	kube        service.KubeFlags
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
-	ns := os.Getenv("LOOM_NAMESPACE")
-	if ns == "" {
-		ns = "loom-system"
-	}
-	def := os.Getenv("LOOM_RBAC_MANAGER_WATCHER_USER")
-	if def == "" {
-		def = "system:serviceaccount:" + ns + ":loom-watcher"
-	}
-	fs.StringVar(&f.watcherUser, "watcher-user", def,
+	ns := service.EnvString("LOOM_NAMESPACE", "loom-system")
+	fs.StringVar(&f.watcherUser, "watcher-user", service.EnvString("LOOM_RBAC_MANAGER_WATCHER_USER", "system:serviceaccount:"+ns+":loom-watcher"),
 		"user name of Loom's watcher, whose rights the XRDs' Watchable condition reports (env LOOM_RBAC_MANAGER_WATCHER_USER; default the loom-watcher ServiceAccount of LOOM_NAMESPACE, else of loom-system)")
-	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_RBAC_MANAGER_KUBE_QPS", 20), "Kubernetes client queries per second (env LOOM_RBAC_MANAGER_KUBE_QPS)")
-	fs.IntVar(&f.burst, "kube-burst", service.EnvInt("LOOM_RBAC_MANAGER_KUBE_BURST", 40), "Kubernetes client burst (env LOOM_RBAC_MANAGER_KUBE_BURST)")
+	f.kube.Register(fs, "LOOM_RBAC_MANAGER", 20, 40)
 }
 
 func main() {
 	var f flags
-	service.MainWithoutBus("rbac-manager", func(ctx context.Context, rt *service.Runtime) error {
-		return run(ctx, rt, f)
-	}, f.register)
+	service.MainWithoutBus("rbac-manager", f.run, f.register)
 }
 
-func run(ctx context.Context, rt *service.Runtime, f flags) error {
-	rc := rt.REST
-	rc.QPS, rc.Burst = float32(f.qps), f.burst
-	kube, err := kubernetes.NewForConfig(rc)
+// run wires the service from the parsed flags and runs it until ctx ends.
+func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
+	kc, err := kube.NewClients(f.kube.Config(rt.REST))
 	if err != nil {
-		return fmt.Errorf("cannot create Kubernetes client: %w", err)
+		return err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("cannot create dynamic client: %w", err)
-	}
-	m := manager.New(kube, dyn, f.watcherUser, manager.WithLogger(rt.Log))
+	m := manager.New(kc.Kubernetes, kc.Dynamic, f.watcherUser, manager.WithLogger(rt.Log))
 	rt.AddReadinessCheck("xrds", func(context.Context) error {
 		if !m.Synced() {
 			return errors.New("composite resource definitions not listed yet")

@@ -6,8 +6,6 @@
 //	definition  XRDs: CRDs of XRs and claims, Established/Offered, deletion
 //	revision    Compositions: numbered CompositionRevisions, requeue of XRs
 //	composite   XRs: selection, render (P&T or functions), apply, status
-//	apply       "would this server-side apply change anything?"
-//	conditions  conditions that keep their transition time
 //	function    loom.dev Function endpoints, extra resources for functions
 //	secret      Secret get (credentials, TLS material, connection details)
 //	connection  hands Pipeline XRs' connection details to the secrets service
@@ -86,29 +84,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/events"
-
 	"github.com/loomxr/loom/pkg/bus"
 	kitevent "github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/fn"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/service"
-	"github.com/loomxr/loom/pkg/watchreq"
 	"github.com/loomxr/loom/pkg/xrd"
 	"github.com/loomxr/loom/services/renderer/internal/composite"
 	"github.com/loomxr/loom/services/renderer/internal/connection"
@@ -123,13 +108,9 @@ import (
 
 // flags are the renderer's own flags, beyond the standard ones.
 type flags struct {
-	busReplicas    int
-	partitions     int
-	sched          bus.SchedulingFlags
-	concurrency    int
+	worker         service.WorkerFlags
+	kube           service.KubeFlags
 	handlerTimeout time.Duration
-	qps            float64
-	burst          int
 	definitionTTL  time.Duration
 	revisionTTL    time.Duration
 	functionTTL    time.Duration
@@ -142,19 +123,12 @@ type flags struct {
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.busReplicas, "bus-replicas", service.EnvInt("LOOM_BUS_REPLICAS", bus.DefaultReplicas),
-		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
-	fs.IntVar(&f.partitions, "bus-partitions", service.EnvInt("LOOM_BUS_PARTITIONS", bus.DefaultPartitions),
-		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
-	f.sched.Register(fs)
+	f.worker.Register(fs, "LOOM_RENDERER", 32)
+	f.kube.Register(fs, "LOOM_RENDERER", 200, 400)
 	fs.IntVar(&f.memoSize, "memo-size", service.EnvInt("LOOM_RENDERER_MEMO_SIZE", composite.DefaultMemoSize),
 		"XRs whose last watch requests and function results this replica remembers; beyond it the least recently rendered are checked again (env LOOM_RENDERER_MEMO_SIZE)")
-	fs.IntVar(&f.concurrency, "concurrency", service.EnvInt("LOOM_RENDERER_CONCURRENCY", 32),
-		"targets rendered at once by this replica (env LOOM_RENDERER_CONCURRENCY)")
 	fs.DurationVar(&f.handlerTimeout, "handler-timeout", service.EnvDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
 		"longest one render may take, function pipeline included (env LOOM_RENDERER_HANDLER_TIMEOUT)")
-	fs.Float64Var(&f.qps, "kube-qps", service.EnvFloat("LOOM_RENDERER_KUBE_QPS", 200), "Kubernetes client queries per second (env LOOM_RENDERER_KUBE_QPS)")
-	fs.IntVar(&f.burst, "kube-burst", service.EnvInt("LOOM_RENDERER_KUBE_BURST", 400), "Kubernetes client burst (env LOOM_RENDERER_KUBE_BURST)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
 		"how long the index of XRDs is used before it is listed again; a change of an XRD reloads it at once on the replica handling it (env LOOM_RENDERER_DEFINITION_TTL)")
 	fs.DurationVar(&f.revisionTTL, "revision-ttl", service.EnvDuration("LOOM_RENDERER_REVISION_TTL", 10*time.Second),
@@ -190,65 +164,35 @@ func splitList(v string) []string {
 
 func main() {
 	var f flags
-	service.Main("renderer", func(ctx context.Context, rt *service.Runtime) error {
-		return run(ctx, rt, f)
-	}, f.register)
+	service.Main("renderer", f.run, f.register)
 }
 
-func run(ctx context.Context, rt *service.Runtime, f flags) error {
-	js, err := jetstream.New(rt.NATS)
+// run wires the service from the parsed flags and runs it until ctx ends.
+func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
+	b, err := rt.Bus(ctx, f.worker.Bus.Config())
 	if err != nil {
-		return fmt.Errorf("cannot create JetStream context: %w", err)
-	}
-	cfg := bus.Config{Replicas: f.busReplicas, Partitions: f.partitions}
-	notify := func(err error, d time.Duration) {
-		rt.Log.Warn("cannot set up JetStream yet; retrying", "err", err, "retryIn", d)
-	}
-	if err := retry(ctx, func() error { return bus.EnsureStreams(ctx, js, cfg) }, notify); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
 		return err
 	}
-	var kv jetstream.KeyValue
-	err = retry(ctx, func() error {
-		var err error
-		kv, err = watchreq.EnsureBucket(ctx, js, f.busReplicas)
-		return err
-	}, notify)
+	kv, err := b.WatchRequests(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
 		return err
 	}
 
 	total := &kube.Tally{}
-	rc := rest.CopyConfig(rt.REST)
-	rc.QPS, rc.Burst = float32(f.qps), f.burst
+	rc := f.kube.Config(rt.REST)
 	rc.Wrap(kube.Count(total))
-	dyn, err := dynamic.NewForConfig(rc)
+	kc, err := kitkube.NewClients(rc)
 	if err != nil {
-		return fmt.Errorf("cannot create dynamic client: %w", err)
+		return err
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	client := kube.New(kc.Dynamic, kc.Mapper)
+	imp := kube.NewImpersonator(kc.REST, kc.Mapper)
+	api, stop, err := kitevent.StartRecorder(ctx, kc.Kubernetes, kube.FieldManager)
 	if err != nil {
-		return fmt.Errorf("cannot create discovery client: %w", err)
+		return err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("cannot create clientset: %w", err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	client := kube.New(dyn, mapper)
-	imp := kube.NewImpersonator(rc, mapper)
-
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return fmt.Errorf("cannot start recording events: %w", err)
-	}
-	defer broadcaster.Shutdown()
-	var rec event.Recorder = kitevent.NewAPIRecorder(broadcaster.NewRecorder(runtime.NewScheme(), kube.FieldManager)).WithActions()
+	defer stop()
+	var rec event.Recorder = api.WithActions()
 
 	index := xrd.NewIndex(client, xrd.WithTTL(f.definitionTTL))
 	secrets := secret.NewReader(client)
@@ -281,44 +225,27 @@ func run(ctx context.Context, rt *service.Runtime, f flags) error {
 	} else {
 		rt.Log.Info("no --secrets-endpoint: connection details that functions return for Pipeline XRs cannot be published")
 	}
-	pub := bus.NewPublisher(js, bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithSource("renderer/"+rt.Config.ReplicaID))
 
 	h := route.NewHandler(index,
 		definition.NewReconciler(client, index,
 			definition.WithRecorder(rec), definition.WithLogger(rt.Log)),
-		revision.NewReconciler(client, store, index, pub, bus.Renderer,
-			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource("renderer/"+rt.Config.ReplicaID)),
+		revision.NewReconciler(client, store, index, b.Publisher, bus.Renderer,
+			revision.WithRecorder(rec), revision.WithLogger(rt.Log), revision.WithSource(b.Source)),
 		composite.NewReconciler(client, index, store, copts...),
 		resolver, rt.Log)
-	schedOpts, err := f.sched.Options()
+	opts, err := f.worker.Options()
 	if err != nil {
 		return err
 	}
-	w, err := bus.NewWorker(rt.NATS, js, bus.Renderer, rt.Config.ReplicaID, h,
-		append([]bus.WorkerOption{bus.WithConfig(cfg), bus.WithLogger(rt.Log), bus.WithConcurrency(f.concurrency), bus.WithHandlerTimeout(f.handlerTimeout)}, schedOpts...)...)
+	w, err := b.Worker(h, append(opts, bus.WithHandlerTimeout(f.handlerTimeout))...)
 	if err != nil {
 		return err
 	}
-	rt.AddReadinessCheck("worker", func(context.Context) error {
-		if !w.Ready() {
-			return errors.New("the bus worker is not running")
-		}
-		return nil
-	})
 	if f.apiReport > 0 {
 		go reportAPI(ctx, rt, total, f.apiReport)
 	}
-	rt.Log.Info("ready", "concurrency", f.concurrency, "kubeQPS", f.qps, "kubeBurst", f.burst)
-	err = w.Run(ctx)
-
-	// Let requeues published by the last handlers reach JetStream before the
-	// runtime drains NATS.
-	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if ferr := pub.Flush(fctx); ferr != nil {
-		rt.Log.Warn("some requeue events may not have been stored", "err", ferr)
-	}
-	return err
+	rt.Log.Info("ready", "concurrency", f.worker.Concurrency, "kubeQPS", f.kube.QPS, "kubeBurst", f.kube.Burst)
+	return w.Run(ctx)
 }
 
 // reportAPI logs the renderer's API requests so far every interval, when
@@ -339,14 +266,4 @@ func reportAPI(ctx context.Context, rt *service.Runtime, total *kube.Tally, inte
 			reads, writes = r, w
 		}
 	}
-}
-
-// retry calls f with exponential backoff until it succeeds or ctx ends.
-func retry(ctx context.Context, f func() error, notify func(error, time.Duration)) error {
-	bo := backoff.NewExponentialBackOff(backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(0))
-	err := backoff.RetryNotify(f, backoff.WithContext(bo, ctx), notify)
-	if err != nil && ctx.Err() != nil {
-		return errors.Join(err, ctx.Err())
-	}
-	return err
 }

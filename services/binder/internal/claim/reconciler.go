@@ -46,10 +46,10 @@ import (
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/apply"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/telemetry"
-	"github.com/loomxr/loom/services/binder/internal/condition"
 )
 
 // Event reasons, as Crossplane's claim controller uses them.
@@ -251,7 +251,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 
-	if _, ok := xr.Object["status"]; !ok && len(condition.Get(cm)) == 0 {
+	if _, ok := xr.Object["status"]; !ok && len(condition.Observed(cm)) == 0 {
 		// A new XR has no status yet. The claim's first status would only
 		// say "waiting", and the XR's first status (which brings us back,
 		// typically within milliseconds) would change it at once: wait for
@@ -265,7 +265,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	} else {
 		conds = append(conds, waiting())
 	}
-	xrConds := condition.Get(xr)
+	xrConds := condition.Observed(xr)
 	types, _, _ := unstructured.NestedStringSlice(xr.Object, "status", "claimConditionTypes")
 	for _, t := range types {
 		ct := common.ConditionType(t)
@@ -352,7 +352,7 @@ func (r *Reconciler) syncComposite(ctx context.Context, log *slog.Logger, cm, xr
 	name := intent.GetName()
 	switch {
 	case xr == nil:
-		if len(condition.Get(cm)) > 0 {
+		if len(condition.Observed(cm)) > 0 {
 			// The claim has been reconciled before, so its XR existed.
 			r.record.Event(cm, event.TypeWarning, ReasonBind, fmt.Sprintf("Composite resource %q was deleted from under the claim; creating it again", name))
 		}
@@ -388,7 +388,7 @@ func (r *Reconciler) syncComposite(ctx context.Context, log *slog.Logger, cm, xr
 			return nil, fmt.Errorf("cannot bind composite resource %q: %w", name, err)
 		}
 		r.record.Event(cm, event.TypeNormal, ReasonBind, fmt.Sprintf("Bound composite resource %q", name))
-		if c, ok := condition.Find(condition.Get(got), TypeBound); ok && c.Status != corev1.ConditionTrue {
+		if c, ok := condition.Find(condition.Observed(got), TypeBound); ok && c.Status != corev1.ConditionTrue {
 			bound := common.Condition{Type: TypeBound, Status: corev1.ConditionTrue, Reason: ReasonBound,
 				Message: fmt.Sprintf("Bound to claim %q", cm.GetNamespace()+"/"+cm.GetName())}
 			if err := r.setCompositeConditions(ctx, got, bound); err != nil {
@@ -615,11 +615,8 @@ func (r *Reconciler) refuse(ctx context.Context, cm *unstructured.Unstructured, 
 // without an observed generation, as Crossplane v1.20 writes them. It
 // reports whether it wrote.
 func (r *Reconciler) setStatus(ctx context.Context, cm, src *unstructured.Unstructured, conds ...common.Condition) (bool, error) {
-	existing := condition.Get(cm)
-	now := metav1.NewTime(r.now())
-	for i := range conds {
-		conds[i] = condition.Keep(existing, conds[i], now)
-	}
+	existing := condition.Observed(cm)
+	conds = condition.Settle(existing, metav1.NewTime(r.now()), conds...)
 	in := StatusIntent(cm, src, condition.List(conds...))
 	changed, err := apply.Changes(cm, in, FieldManager, "status")
 	if err != nil || !changed {
@@ -642,7 +639,7 @@ func (r *Reconciler) setStatus(ctx context.Context, cm, src *unstructured.Unstru
 // currentReady returns the claim's Ready condition, or Waiting if it has
 // none, so that a failure elsewhere leaves what Ready says alone.
 func currentReady(cm *unstructured.Unstructured) common.Condition {
-	if c, ok := condition.Find(condition.Get(cm), common.TypeReady); ok {
+	if c, ok := condition.Find(condition.Observed(cm), common.TypeReady); ok {
 		return c
 	}
 	return waiting()

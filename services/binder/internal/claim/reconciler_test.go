@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
-	"github.com/loomxr/loom/services/binder/internal/condition"
 )
 
 var (
@@ -504,7 +504,7 @@ func TestReconcile(t *testing.T) {
 			}
 			synced := ""
 			if cm := f.get("Database", "team-a", "db"); cm != nil {
-				if c, ok := condition.Find(condition.Get(cm), "Synced"); ok {
+				if c, ok := condition.Find(condition.Observed(cm), "Synced"); ok {
 					synced = string(c.Reason)
 				}
 			}

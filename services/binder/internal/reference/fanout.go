@@ -13,7 +13,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/apply"
-	"github.com/loomxr/loom/services/binder/internal/condition"
+	"github.com/loomxr/loom/pkg/condition"
 
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -41,10 +42,10 @@ import (
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/apply"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/telemetry"
-	"github.com/loomxr/loom/services/binder/internal/condition"
 )
 
 // FieldManager is the binder's server-side-apply field manager.
@@ -291,7 +292,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	telemetry.SetReferencesWaiting(string(xr.GetUID()), waiting)
-	if governed == 0 && !owns(xr, TypeReferencesResolved) {
+	if governed == 0 && !slices.Contains(condition.Owned(xr, FieldManager), TypeReferencesResolved) {
 		return reconcile.Result{}, errors.Join(errs...)
 	}
 	if err := r.setCondition(ctx, xr, problems, governed); err != nil {
@@ -304,15 +305,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	return res, errors.Join(errs...)
-}
-
-func owns(xr *unstructured.Unstructured, t common.ConditionType) bool {
-	for _, o := range condition.OwnedTypes(xr, FieldManager) {
-		if o == t {
-			return true
-		}
-	}
-	return false
 }
 
 // setCondition applies the XR's ReferencesResolved condition, carrying the

@@ -12,8 +12,8 @@ import (
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
 	"github.com/loomxr/loom/pkg/apply"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/fieldpath"
-	"github.com/loomxr/loom/services/binder/internal/condition"
 )
 
 // A World is what a resolution may look at: objects by name, and the

@@ -29,6 +29,7 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/services/rbac-manager/internal/roles"
 )
 
@@ -262,21 +263,15 @@ func (m *Manager) setWatchable(ctx context.Context, xrd *v1.CompositeResourceDef
 			Message: fmt.Sprintf("Loom's watcher (%s) may not %s: claims and composite resources of this definition are not processed until it may (ClusterRole %s grants it, aggregated into the watcher's role)",
 				m.watcherUser, strings.Join(denied, ", "), roles.Watcher)}
 	}
-	for _, c := range xrd.Status.Conditions {
-		if c.Type == TypeWatchable && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
-			return len(denied) == 0, nil
-		}
+	if have, ok := condition.Find(xrd.Status.Conditions, TypeWatchable); ok && have.Equal(want) {
+		return len(denied) == 0, nil
 	}
-	cond := map[string]any{"type": string(want.Type), "status": string(want.Status), "reason": string(want.Reason),
-		"lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)}
-	if want.Message != "" {
-		cond["message"] = want.Message
-	}
+	want.LastTransitionTime = metav1.Now()
 	intent := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1.SchemeGroupVersion.String(),
 		"kind":       v1.CompositeResourceDefinitionKind,
 		"metadata":   map[string]any{"name": xrd.GetName(), "uid": string(xrd.GetUID())},
-		"status":     map[string]any{"conditions": []any{cond}},
+		"status":     map[string]any{"conditions": condition.List(want)},
 	}}
 	b, err := intent.MarshalJSON()
 	if err != nil {

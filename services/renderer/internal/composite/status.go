@@ -2,20 +2,20 @@ package composite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/loomxr/loom/pkg/apis/common"
 	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
 	"github.com/loomxr/loom/pkg/apply"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/pkg/xcrd"
-	"github.com/loomxr/loom/services/renderer/internal/conditions"
 	"github.com/loomxr/loom/services/renderer/internal/event"
 	"github.com/loomxr/loom/services/renderer/internal/kube"
 )
@@ -37,7 +37,7 @@ const (
 // Synced changes. A new error is also recorded as a Warning Event.
 func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, err error) error {
 	xr := st.xr
-	observed := conditions.Observed(xr)
+	observed := condition.Observed(xr)
 	// Like Crossplane v1.20, no observedGeneration on an XR's conditions.
 	synced := syncedCondition(out, err)
 	want := []common.Condition{synced}
@@ -58,7 +58,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 			if t == common.TypeSynced {
 				continue
 			}
-			if c, ok := conditions.Get(observed, t); ok {
+			if c, ok := condition.Find(observed, t); ok {
 				want = append(want, c)
 			}
 		}
@@ -82,12 +82,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 		status[xcrd.FieldWatchedResourceRefs] = watchedRefs(out.watched)
 	}
 
-	want = conditions.Settle(observed, want)
-	conds, cerr := conditions.Unstructured(want)
-	if cerr != nil {
-		return cerr
-	}
-	status[xcrd.FieldConditions] = conds
+	want = condition.Settle(observed, metav1.Now(), want...)
+	status[xcrd.FieldConditions] = condition.List(want...)
 	meta := map[string]any{"name": xr.GetName()}
 	if xr.GetNamespace() != "" {
 		meta["namespace"] = xr.GetNamespace()
@@ -112,7 +108,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 	if becameReady(observed, want) {
 		telemetry.ObserveCompositeReady(ctx, xr.GetKind(), xr.GetCreationTimestamp().Time)
 	}
-	if prev, _ := conditions.Get(observed, common.TypeSynced); err != nil && prev.Message != synced.Message {
+	if prev, _ := condition.Find(observed, common.TypeSynced); err != nil && prev.Message != synced.Message {
 		r.rec.Event(xr, event.TypeWarning, event.ReasonComposeResources, "Compose", synced.Message)
 	}
 	st.xr = got
@@ -122,8 +118,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 // becameReady reports whether want turns the Ready condition True over an
 // observed one that was not.
 func becameReady(observed, want []common.Condition) bool {
-	before, _ := conditions.Get(observed, common.TypeReady)
-	after, ok := conditions.Get(want, common.TypeReady)
+	before, _ := condition.Find(observed, common.TypeReady)
+	after, ok := condition.Find(want, common.TypeReady)
 	return ok && after.Status == corev1.ConditionTrue && before.Status != corev1.ConditionTrue
 }
 
@@ -136,42 +132,25 @@ type owned struct {
 // ownedStatus returns the top-level status fields and the condition types
 // the renderer applied to the XR before.
 func ownedStatus(xr *unstructured.Unstructured) owned {
-	o := owned{fields: map[string]bool{}}
-	tree, ok, err := apply.Owned(xr, kube.FieldManager, "status")
-	if err != nil || !ok {
-		return o
-	}
-	st, _ := tree["f:status"].(map[string]any)
-	for k, v := range st {
-		name, ok := strings.CutPrefix(k, "f:")
-		if !ok {
-			continue
-		}
-		o.fields[name] = true
-		if name != xcrd.FieldConditions {
-			continue
-		}
-		cs, _ := v.(map[string]any)
-		for ck := range cs {
-			raw, ok := strings.CutPrefix(ck, "k:")
-			if !ok {
-				continue
-			}
-			var key struct {
-				Type string `json:"type"`
-			}
-			if json.Unmarshal([]byte(raw), &key) == nil && key.Type != "" {
-				o.conditions = append(o.conditions, common.ConditionType(key.Type))
-			}
-		}
-	}
-	slices.Sort(o.conditions)
-	return o
+	return owned{fields: ownedStatusFields(xr), conditions: condition.Owned(xr, kube.FieldManager)}
 }
 
 // ownedStatusFields returns the top-level status fields the renderer
 // applied to the XR before.
-func ownedStatusFields(xr *unstructured.Unstructured) map[string]bool { return ownedStatus(xr).fields }
+func ownedStatusFields(xr *unstructured.Unstructured) map[string]bool {
+	fields := map[string]bool{}
+	tree, ok, err := apply.Owned(xr, kube.FieldManager, "status")
+	if err != nil || !ok {
+		return fields
+	}
+	st, _ := tree["f:status"].(map[string]any)
+	for k := range st {
+		if name, ok := strings.CutPrefix(k, "f:"); ok {
+			fields[name] = true
+		}
+	}
+	return fields
+}
 
 func equalJSON(a, b any) bool { return apply.Equal(a, b) }
 
@@ -284,7 +263,7 @@ func summary(out *rendered) map[string]any {
 // readyReason is the reason of an object's Ready condition, or
 // ReadinessCheckFailed when it has none.
 func readyReason(u *unstructured.Unstructured) string {
-	if c, ok := conditions.Get(conditions.Observed(u), common.TypeReady); ok && c.Reason != "" {
+	if c, ok := condition.Find(condition.Observed(u), common.TypeReady); ok && c.Reason != "" {
 		return string(c.Reason)
 	}
 	return reasonNotReady

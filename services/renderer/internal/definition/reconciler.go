@@ -28,9 +28,9 @@ import (
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/apply"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/xcrd"
-	"github.com/loomxr/loom/services/renderer/internal/conditions"
 	"github.com/loomxr/loom/services/renderer/internal/event"
 	"github.com/loomxr/loom/services/renderer/internal/kube"
 )
@@ -190,7 +190,7 @@ func (r *Reconciler) invalid(ctx context.Context, u *unstructured.Unstructured, 
 	msg := cause.Error()
 	want := []common.Condition{{Type: common.TypeSynced, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg, LastTransitionTime: metav1.Now()}}
 	for _, t := range []common.ConditionType{v1.TypeEstablished, v1.TypeOffered} {
-		if c, ok := conditions.Get(conditions.Observed(u), t); ok {
+		if c, ok := condition.Find(condition.Observed(u), t); ok {
 			want = append(want, c)
 		}
 	}
@@ -247,12 +247,8 @@ func (r *Reconciler) applyCRD(ctx context.Context, xrd *unstructured.Unstructure
 // setStatus applies the XRD's status with the supplied conditions, unless
 // it says that already. It reports whether it wrote.
 func (r *Reconciler) setStatus(ctx context.Context, u *unstructured.Unstructured, xrd *v1.CompositeResourceDefinition, want []common.Condition) (bool, error) {
-	want = conditions.Settle(conditions.Observed(u), want)
-	conds, err := conditions.Unstructured(want)
-	if err != nil {
-		return false, err
-	}
-	status := map[string]any{"conditions": conds}
+	want = condition.Settle(condition.Observed(u), metav1.Now(), want...)
+	status := map[string]any{"conditions": condition.List(want...)}
 	if xrd.GetReferenceableVersion() != "" {
 		ctrl := map[string]any{"compositeResourceType": typeRef(xrd.GetCompositeGroupVersionKind())}
 		if xrd.OffersClaim() {

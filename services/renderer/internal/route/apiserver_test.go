@@ -29,6 +29,7 @@ import (
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/stack"
 	"github.com/loomxr/loom/pkg/stack/stacktest"
+	"github.com/loomxr/loom/pkg/testing/poll"
 	"github.com/loomxr/loom/pkg/watchreq"
 	"github.com/loomxr/loom/pkg/xrd"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
@@ -38,6 +39,9 @@ import (
 	"github.com/loomxr/loom/services/renderer/internal/revision"
 	"github.com/loomxr/loom/services/renderer/internal/route"
 )
+
+// apiPoll spaces the polls of a test that reads the kube-apiserver.
+var apiPoll = poll.Every(100 * time.Millisecond)
 
 // These tests run the renderer's handler in-process against a real
 // kube-apiserver (the local control plane, without any Loom service) and a
@@ -174,26 +178,6 @@ func (e *env) mustGet(gvk schema.GroupVersionKind, namespace, name string) *unst
 	return u
 }
 
-// eventually calls f until it returns nil, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // provide plays the provider: it mirrors a NopResource's
 // spec.forProvider.fields to status.atProvider.fields and sets Ready=True.
 func (e *env) provide(u *unstructured.Unstructured) {
@@ -325,7 +309,7 @@ func TestRenderOnAPIServer(t *testing.T) {
 
 	// The XRD: its CRDs, conditions and finalizer.
 	xrd := e.apply(testXRD)
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, func() error {
 		res, err, _ := e.handle(xrd, nil)
 		if err != nil {
 			return err
@@ -334,7 +318,7 @@ func TestRenderOnAPIServer(t *testing.T) {
 			return errors.New("the CRDs are not established yet")
 		}
 		return nil
-	})
+	}, apiPoll)
 	xrd = e.mustGet(xrdGVK, "", xrd.GetName())
 	for _, c := range []string{"Established", "Offered", "Synced"} {
 		if got := condition(xrd, c); got != "True" {
@@ -540,7 +524,7 @@ spec:
 	if err := e.resource(xrdGVK, "").Delete(t.Context(), xrd.GetName(), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, func() error {
+	poll.Until(t, time.Minute, func() error {
 		_, err, _ := e.handle(xrd, nil)
 		if err != nil {
 			return err
@@ -549,14 +533,14 @@ spec:
 			return fmt.Errorf("the XRD still exists (%v)", err)
 		}
 		return nil
-	})
+	}, apiPoll)
 	for _, n := range []string{"xnops.it.loom.dev", "nops.it.loom.dev"} {
-		eventually(t, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, func() error {
 			if _, err := e.get(crdGVK, "", n); !kerrors.IsNotFound(err) {
 				return fmt.Errorf("CRD %s still exists (%v)", n, err)
 			}
 			return nil
-		})
+		}, apiPoll)
 	}
 }
 
@@ -667,7 +651,7 @@ func requeued(t *testing.T, e *env, xr *unstructured.Unstructured) bool {
 func (e *env) establish(doc string) *unstructured.Unstructured {
 	e.t.Helper()
 	xrd := e.apply(doc)
-	eventually(e.t, 30*time.Second, func() error {
+	poll.Until(e.t, 30*time.Second, func() error {
 		res, err, _ := e.handle(xrd, nil)
 		if err != nil {
 			return err
@@ -676,7 +660,7 @@ func (e *env) establish(doc string) *unstructured.Unstructured {
 			return errors.New("the CRDs are not established yet")
 		}
 		return nil
-	})
+	}, apiPoll)
 	return xrd
 }
 

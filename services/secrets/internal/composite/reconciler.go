@@ -75,6 +75,7 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
@@ -281,7 +282,7 @@ func (r *Reconciler) reconcile(ctx context.Context, t tracker.Target) (outcome, 
 	r.reportConflicts(st, res.Conflicts)
 	o.filtered = res.Filtered
 
-	ready := isReady(xr)
+	ready := condition.IsTrue(xr, common.TypeReady)
 	publish := ready || res.Complete || r.store.Exists(st.key)
 	if st.comp.Plan.Pipeline && !st.staged {
 		// What the functions return is not known yet.

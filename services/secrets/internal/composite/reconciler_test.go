@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
@@ -183,14 +184,14 @@ func strs(m map[string][]byte) map[string]string {
 	return out
 }
 
-// condition returns the XR's ConnectionDetailsReady condition as
+// xrCondition returns the XR's ConnectionDetailsReady condition as
 // "status/reason: message", or "".
-func condition(c *fake.Cluster) string {
+func xrCondition(c *fake.Cluster) string {
 	xr := c.Object(xrGVK, "", "db")
 	if xr == nil {
 		return ""
 	}
-	got, ok := conditionOf(xr, TypeConnectionDetailsReady)
+	got, ok := condition.Find(condition.Observed(xr), TypeConnectionDetailsReady)
 	if !ok {
 		return ""
 	}
@@ -405,7 +406,7 @@ spec:
 			if diff := cmp.Diff(tc.want.claim, gotClaim); diff != "" {
 				t.Errorf("\n%s\nReconcile(...): claim Secret data -want, +got:\n%s", tc.reason, diff)
 			}
-			if diff := cmp.Diff(tc.want.condition, condition(c)); diff != "" {
+			if diff := cmp.Diff(tc.want.condition, xrCondition(c)); diff != "" {
 				t.Errorf("\n%s\nReconcile(...): condition -want, +got:\n%s", tc.reason, diff)
 			}
 			if xr := c.Object(xrGVK, "", "db"); xr != nil {
@@ -483,7 +484,7 @@ func TestRotation(t *testing.T) {
 			t.Errorf("Secret %s keys: -want, +got:\n%s", k, diff)
 		}
 	}
-	if got := condition(c); got != "False/WaitingForKeys: Connection Secret system/xr-1 waits for keys: password" {
+	if got := xrCondition(c); got != "False/WaitingForKeys: Connection Secret system/xr-1 waits for keys: password" {
 		t.Errorf("condition %q", got)
 	}
 
@@ -508,7 +509,7 @@ func TestInvalidDetails(t *testing.T) {
 		t.Errorf("Reconcile(...): error %v, want a permanent error", err)
 	}
 	want := `False/InvalidConnectionDetails: cannot compute the connection details of CompositionRevision "db-abc": invalid connection details: template "rule": connectionDetails[0]: name is required by type FromFieldPath`
-	if got := condition(c); got != want {
+	if got := xrCondition(c); got != want {
 		t.Errorf("condition:\n got %s\nwant %s", got, want)
 	}
 }
@@ -647,7 +648,7 @@ func TestPipeline(t *testing.T) {
 		if diff := cmp.Diff(s.claim, data(claimKey)); diff != "" {
 			t.Errorf("%s: %s\nclaim Secret -want, +got:\n%s", s.name, s.reason, diff)
 		}
-		if diff := cmp.Diff(s.condition, condition(c)); diff != "" {
+		if diff := cmp.Diff(s.condition, xrCondition(c)); diff != "" {
 			t.Errorf("%s: %s\ncondition -want, +got:\n%s", s.name, s.reason, diff)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loomxr/loom/pkg/apis/common"
+	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
@@ -25,9 +26,9 @@ func (r *Reconciler) condition(st *xrState, res connection.Result, published boo
 			st.comp.Name, st.xrd.GetName(), strings.Join(res.Missing, ", "))
 		return newCondition(corev1.ConditionFalse, ReasonMissingKeys, msg), true
 	}
-	_, had := conditionOf(st.xr, TypeConnectionDetailsReady)
+	_, had := condition.Find(condition.Observed(st.xr), TypeConnectionDetailsReady)
 	switch {
-	case st.comp.Plan.Pipeline && !st.staged && (had || isReady(st.xr)):
+	case st.comp.Plan.Pipeline && !st.staged && (had || condition.IsTrue(st.xr, common.TypeReady)):
 		return newCondition(corev1.ConditionFalse, ReasonWaitingForKeys,
 			fmt.Sprintf("Connection Secret %s waits for the connection details that the functions of %s return, which the renderer hands over after it renders the XR", st.key, st.comp.Name)), true
 	case len(res.Absent) > 0 && (published || had):
@@ -60,7 +61,8 @@ func (r *Reconciler) fail(ctx context.Context, st *xrState, reason common.Condit
 // Secret changed) when they differ from the XR's, and records a Warning
 // event when a failure condition is new.
 func (r *Reconciler) writeStatus(ctx context.Context, st *xrState, want common.Condition, set, published bool) error {
-	have, had := conditionOf(st.xr, TypeConnectionDetailsReady)
+	observed := condition.Observed(st.xr)
+	have, had := condition.Find(observed, TypeConnectionDetailsReady)
 	last, _, _ := unstructured.NestedString(st.xr.Object, "status", "connectionDetails", "lastPublishedTime")
 	if !set {
 		if !had && !published {
@@ -72,15 +74,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *xrState, want common.C
 	if !conditionChanged && !published {
 		return nil
 	}
-	if had && have.Equal(want) {
-		want.LastTransitionTime = have.LastTransitionTime
-	}
+	want = condition.Settle(observed, metav1.NewTime(r.now()), want)[0]
 	if published {
 		last = r.now().UTC().Format(time.RFC3339)
 	}
 	status := map[string]any{}
 	if set {
-		status["conditions"] = []any{conditionMap(want)}
+		status["conditions"] = condition.List(want)
 	}
 	if last != "" {
 		status["connectionDetails"] = map[string]any{"lastPublishedTime": last}
@@ -129,48 +129,5 @@ func newCondition(s corev1.ConditionStatus, reason common.ConditionReason, msg s
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage-3] + "..."
 	}
-	return common.Condition{Type: TypeConnectionDetailsReady, Status: s, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
-}
-
-// conditionOf returns the XR's condition of type t.
-func conditionOf(xr *unstructured.Unstructured, t common.ConditionType) (common.Condition, bool) {
-	cs, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
-	for _, c := range cs {
-		m, ok := c.(map[string]any)
-		if !ok || m["type"] != string(t) {
-			continue
-		}
-		out := common.Condition{Type: t}
-		s, _ := m["status"].(string)
-		out.Status = corev1.ConditionStatus(s)
-		reason, _ := m["reason"].(string)
-		out.Reason = common.ConditionReason(reason)
-		out.Message, _ = m["message"].(string)
-		if ts, _ := m["lastTransitionTime"].(string); ts != "" {
-			if p, err := time.Parse(time.RFC3339, ts); err == nil {
-				out.LastTransitionTime = metav1.NewTime(p)
-			}
-		}
-		return out, true
-	}
-	return common.Condition{}, false
-}
-
-func conditionMap(c common.Condition) map[string]any {
-	m := map[string]any{
-		"type":               string(c.Type),
-		"status":             string(c.Status),
-		"reason":             string(c.Reason),
-		"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-	}
-	if c.Message != "" {
-		m["message"] = c.Message
-	}
-	return m
-}
-
-// isReady reports whether the XR's Ready condition is True.
-func isReady(xr *unstructured.Unstructured) bool {
-	c, ok := conditionOf(xr, common.TypeReady)
-	return ok && c.Status == corev1.ConditionTrue
+	return common.Condition{Type: TypeConnectionDetailsReady, Status: s, Reason: reason, Message: msg}
 }

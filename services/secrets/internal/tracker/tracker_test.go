@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
 
+	"github.com/loomxr/loom/pkg/testing/poll"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
 	"github.com/loomxr/loom/services/secrets/internal/staging"
@@ -46,19 +47,20 @@ func (r *recorder) Publish(_ context.Context, service string, ev *eventsv1.Event
 // wait returns the events once there are n, failing t after a deadline.
 func (r *recorder) wait(t *testing.T, n int) []published {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got []published
+	poll.Until(t, 10*time.Second, func() error {
 		r.mu.Lock()
-		got := append([]published(nil), r.events...)
+		got = append([]published(nil), r.events...)
 		r.mu.Unlock()
-		if len(got) >= n || time.Now().After(deadline) {
-			if len(got) != n {
-				t.Fatalf("published %d events, want %d", len(got), n)
-			}
-			return got
+		if len(got) < n {
+			return fmt.Errorf("published %d events, want %d", len(got), n)
 		}
-		time.Sleep(5 * time.Millisecond) //nolint:forbidigo // Polling with a deadline.
+		return nil
+	})
+	if len(got) != n {
+		t.Fatalf("published %d events, want %d", len(got), n)
 	}
+	return got
 }
 
 // owners is an OwnerReader over a fixed map of controllers.

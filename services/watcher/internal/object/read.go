@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loomxr/loom/pkg/condition"
 )
 
 // Reference names an object by apiVersion, kind, namespace and name, as
@@ -172,12 +174,7 @@ func CRDOf(u *unstructured.Unstructured) (CRD, error) {
 			c.Served = append(c.Served, str(m, "name"))
 		}
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, e := range conds {
-		if m, ok := e.(map[string]any); ok && str(m, "type") == "Established" && str(m, "status") == "True" {
-			c.Established = true
-		}
-	}
+	c.Established = condition.IsTrue(u, "Established")
 	return c, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
+	"github.com/loomxr/loom/pkg/testing/poll"
 	"github.com/loomxr/loom/services/watcher/internal/object"
 	"github.com/loomxr/loom/services/watcher/internal/route"
 )
@@ -62,7 +63,7 @@ func TestReplacedSource(t *testing.T) {
 		{route.Renderer, "EVENT_TYPE_DELETED", "gone"}:  1,
 		{route.Secrets, "EVENT_TYPE_DELETED", "gone"}:   1,
 	}
-	poll(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		gots = map[got]int{}
 		for _, p := range rec.since(0) {
 			gots[got{p.service, p.ev.GetType().String(), p.ev.GetObject().GetName()}]++

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/loomxr/loom/pkg/testing/poll"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/route"
 )
@@ -60,7 +61,7 @@ spec:
 `)
 	c.create(t, gvrCRD, fmt.Sprintf(crdTemplate, "xwidgets", "XWidget", "xwidget", "Cluster"))
 	var xr *unstructured.Unstructured
-	poll(t, time.Minute, func() error {
+	poll.Until(t, time.Minute, func() error {
 		u := &unstructured.Unstructured{}
 		_ = yaml.Unmarshal([]byte(`
 apiVersion: watch.test.loom.dev/v1
@@ -125,7 +126,7 @@ spec: {forProvider: {}}
 	start = time.Now()
 	go func() { done <- w.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
-	poll(t, 5*time.Minute, func() error { return w.Ready(ctx) })
+	poll.Until(t, 5*time.Minute, func() error { return w.Ready(ctx) })
 	ready := time.Since(start)
 	after := heap()
 	w.expectWatching(t, gvkNop, route.RoleComposed)

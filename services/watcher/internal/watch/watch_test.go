@@ -26,6 +26,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/stack"
 	"github.com/loomxr/loom/pkg/stack/stacktest"
+	"github.com/loomxr/loom/pkg/testing/poll"
 	"github.com/loomxr/loom/pkg/watchreq"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/object"
@@ -94,7 +95,7 @@ func (w want) matches(p published) bool {
 // from.
 func (r *recorder) expect(t *testing.T, from int, wants ...want) {
 	t.Helper()
-	poll(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, func() error {
 		var missing []string
 		got := r.since(from)
 		for _, w := range wants {
@@ -125,29 +126,6 @@ func dump(ps []published) string {
 			ev.GetTarget().GetKind(), ev.GetTarget().GetName(), ev.GetTarget().GetUid(), ev.GetResourceVersion(), ev.GetReason())
 	}
 	return sb.String()
-}
-
-// poll calls f until it returns nil, failing t with f's last error after
-// timeout.
-func poll(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %v", timeout, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("test ended: %v", err)
-		case <-tick.C:
-		}
-	}
 }
 
 // startControlPlane runs the local stack without any Loom service: a real
@@ -262,7 +240,7 @@ func (w *Watcher) watching(gvk schema.GroupVersionKind) (route.Role, spec, bool)
 
 func (w *Watcher) expectWatching(t *testing.T, gvk schema.GroupVersionKind, roles route.Role) {
 	t.Helper()
-	poll(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, func() error {
 		got, _, synced := w.watching(gvk)
 		if got != roles || !synced {
 			return fmt.Errorf("kind %s: want roles %q synced, got roles %q synced %v", gvk, roles, got, synced)
@@ -358,7 +336,7 @@ spec:
 	})
 
 	t.Run("InitialResync", func(t *testing.T) {
-		poll(t, time.Minute, func() error { return w.Ready(ctx) })
+		poll.Until(t, time.Minute, func() error { return w.Ready(ctx) })
 		rec.expect(t, 0, want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_RESYNC, object: xrd.GetUID(), target: xrd.GetUID()})
 		if _, _, ok := w.watching(gvkXR); ok {
 			t.Errorf("watching %s before its CRD exists", gvkXR)
@@ -561,7 +539,7 @@ metadata:
 
 		// Nothing names ConfigMaps once the Composition is gone.
 		c.delete(t, gvrComp, "", comp.GetName())
-		poll(t, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, func() error {
 			if _, _, ok := w.watching(gvkCM); ok {
 				return fmt.Errorf("still watching %s", gvkCM)
 			}
@@ -600,7 +578,7 @@ metadata:
 		if err := watchreq.Delete(ctx, kv, string(xr.GetUID())); err != nil {
 			t.Fatalf("Delete(): %v", err)
 		}
-		poll(t, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, func() error {
 			if _, _, ok := w.watching(gvkCM); ok {
 				return fmt.Errorf("still watching %s", gvkCM)
 			}
@@ -686,7 +664,7 @@ spec: {forProvider: {}}
 			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_DELETED, object: xr.GetUID(), target: xr.GetUID()},
 		)
 		// No XR names NopResources any more.
-		poll(t, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, func() error {
 			if _, _, ok := w.watching(gvkNop); ok {
 				return fmt.Errorf("still watching %s", gvkNop)
 			}
@@ -697,7 +675,7 @@ spec: {forProvider: {}}
 	t.Run("XRDGoes", func(t *testing.T) {
 		c.patch(t, gvrXRD, "", xrd.GetName(), `{"metadata":{"labels":{"step":"delete"}}}`)
 		c.delete(t, gvrXRD, "", xrd.GetName())
-		poll(t, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, func() error {
 			for _, gvk := range []schema.GroupVersionKind{gvkXR, gvkClaim} {
 				if _, _, ok := w.watching(gvk); ok {
 					return fmt.Errorf("still watching %s", gvk)

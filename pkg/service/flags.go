@@ -1,0 +1,61 @@
+package service
+
+import (
+	"flag"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/loomxr/loom/pkg/bus"
+)
+
+// KubeFlags are the rate limits of a service's Kubernetes clients:
+// --kube-qps and --kube-burst, whose environment variables carry the
+// service's prefix (LOOM_BINDER_KUBE_QPS, ...).
+type KubeFlags struct {
+	QPS   float64
+	Burst int
+}
+
+// Register adds the flags to fs, defaulting to the environment variables
+// <env>_KUBE_QPS and <env>_KUBE_BURST, then to qps and burst.
+func (f *KubeFlags) Register(fs *flag.FlagSet, env string, qps float64, burst int) {
+	fs.Float64Var(&f.QPS, "kube-qps", EnvFloat(env+"_KUBE_QPS", qps), "Kubernetes client queries per second (env "+env+"_KUBE_QPS)")
+	fs.IntVar(&f.Burst, "kube-burst", EnvInt(env+"_KUBE_BURST", burst), "Kubernetes client burst (env "+env+"_KUBE_BURST)")
+}
+
+// Config returns a copy of base with the flags' rate limits; base is not
+// changed.
+func (f KubeFlags) Config(base *rest.Config) *rest.Config {
+	rc := rest.CopyConfig(base)
+	rc.QPS, rc.Burst = float32(f.QPS), f.Burst
+	return rc
+}
+
+// WorkerFlags are the flags of a service that consumes work from the bus:
+// the bus's layout (bus.Flags), the worker's scheduling
+// (bus.SchedulingFlags) and --concurrency, whose environment variable
+// carries the service's prefix (LOOM_BINDER_CONCURRENCY, ...).
+type WorkerFlags struct {
+	Bus         bus.Flags
+	Scheduling  bus.SchedulingFlags
+	Concurrency int
+}
+
+// Register adds the flags to fs; --concurrency defaults to the environment
+// variable <env>_CONCURRENCY, then to concurrency.
+func (f *WorkerFlags) Register(fs *flag.FlagSet, env string, concurrency int) {
+	f.Bus.Register(fs)
+	f.Scheduling.Register(fs)
+	fs.IntVar(&f.Concurrency, "concurrency", EnvInt(env+"_CONCURRENCY", concurrency),
+		"targets handled at once by this replica (env "+env+"_CONCURRENCY)")
+}
+
+// Options returns the Worker options the flags ask for, or an error naming
+// the flag that is invalid.
+func (f WorkerFlags) Options() ([]bus.WorkerOption, error) {
+	opts, err := f.Scheduling.Options()
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, bus.WithConcurrency(f.Concurrency)), nil
+}
