@@ -86,7 +86,7 @@ spec:
 		"XRDGroupImmutable": {
 			reason: "The group cannot change.",
 			kind:   "apiextensions.crossplane.io/CompositeResourceDefinition", version: "v1",
-			old:    xrd,
+			old: xrd,
 			obj: `
 apiVersion: apiextensions.crossplane.io/v1
 kind: CompositeResourceDefinition
@@ -102,7 +102,7 @@ spec:
 		"XRDClaimNamesNotRemovable": {
 			reason: "Claim names cannot be removed once set.",
 			kind:   "apiextensions.crossplane.io/CompositeResourceDefinition", version: "v1",
-			old:    xrd,
+			old: xrd,
 			obj: `
 apiVersion: apiextensions.crossplane.io/v1
 kind: CompositeResourceDefinition
