@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,11 +64,7 @@ func (c *mirrorChecker) Publish(ctx context.Context, service string, ev *eventsv
 func (c *mirrorChecker) states() map[string]mirror.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]mirror.State, len(c.found))
-	for k, v := range c.found {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.found)
 }
 
 // checkMirrored fails the test unless the mirror held the object each
