@@ -38,19 +38,33 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		return err
 	}
 	for _, b := range []string{MembersBucket, LeasesBucket} {
-		kc := cfg.kvConfig(b, cfg.LeaseTTL)
-		err := retry(ctx, "cannot create key-value bucket "+b, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if err := waitStreamLeader(ctx, js, "KV_"+b); err != nil {
+		if _, err := EnsureKeyValue(ctx, js, cfg.kvConfig(b, cfg.LeaseTTL)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// EnsureKeyValue creates the key-value bucket kc describes, or updates an
+// existing one to kc (its replica count, for a stack moved from one server to
+// a cluster), and returns it once its stream has a leader. Like
+// EnsureStreams it retries while a cluster elects leaders, until ctx ends; it
+// is idempotent and safe to call from several processes at once that pass
+// the same kc.
+func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	err := retry(ctx, "cannot create key-value bucket "+kc.Bucket, func(ctx context.Context) error {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitStreamLeader(ctx, js, "KV_"+kc.Bucket); err != nil {
+		return nil, err
+	}
+	return kv, nil
 }
 
 func ensureWorkStream(ctx context.Context, js jetstream.JetStream, cfg Config, service string) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/mirror"
 	"github.com/loomxr/loom/pkg/watchreq"
 )
 
@@ -59,10 +60,22 @@ func (rt *Runtime) Bus(ctx context.Context, cfg bus.Config) (*Bus, error) {
 // WatchRequests ensures the key-value bucket of watch requests (package
 // watchreq) and returns it, retrying like Runtime.Bus.
 func (b *Bus) WatchRequests(ctx context.Context) (jetstream.KeyValue, error) {
+	return b.bucket(ctx, watchreq.EnsureBucket)
+}
+
+// Mirror ensures the object mirror's key-value bucket (package mirror),
+// with the bus's replica count, and returns it, retrying like Runtime.Bus.
+func (b *Bus) Mirror(ctx context.Context) (jetstream.KeyValue, error) {
+	return b.bucket(ctx, mirror.EnsureBucket)
+}
+
+// bucket calls ensure, a bucket's EnsureBucket, with the bus's replica
+// count until it succeeds or ctx ends, like Runtime.Bus.
+func (b *Bus) bucket(ctx context.Context, ensure func(context.Context, jetstream.JetStream, int) (jetstream.KeyValue, error)) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
 	err := b.rt.retry(ctx, func() error {
 		var err error
-		kv, err = watchreq.EnsureBucket(ctx, b.JS, b.Config.Replicas)
+		kv, err = ensure(ctx, b.JS, b.Config.Replicas)
 		return err
 	})
 	return kv, err

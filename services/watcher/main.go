@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/kube"
+	"github.com/loomxr/loom/pkg/mirror"
 	"github.com/loomxr/loom/pkg/service"
 	"github.com/loomxr/loom/services/watcher/internal/watch"
 )
@@ -20,6 +21,7 @@ import (
 type flags struct {
 	resyncPeriod time.Duration
 	syncTimeout  time.Duration
+	mirror       bool
 	bus          bus.Flags
 	kube         service.KubeFlags
 }
@@ -29,6 +31,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"mean time between full resyncs, varied by ±20%; 0 disables them (env LOOM_RESYNC_PERIOD)")
 	fs.DurationVar(&f.syncTimeout, "sync-timeout", service.EnvDuration("LOOM_SYNC_TIMEOUT", watch.DefaultSyncTimeout),
 		"how long to wait for initial lists before publishing the initial resync (env LOOM_SYNC_TIMEOUT)")
+	fs.BoolVar(&f.mirror, "mirror", service.EnvBool("LOOM_WATCHER_MIRROR", false),
+		"write every watched object but Secrets to the object mirror (JetStream bucket "+mirror.Bucket+") before publishing its events (env LOOM_WATCHER_MIRROR)")
 	f.bus.Register(fs)
 	f.kube.Register(fs, "LOOM_WATCHER", 200, 400)
 }
@@ -63,12 +67,20 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		return err
 	}
 
-	wt := watch.New(kc.Dynamic, kc.Metadata, kc.Discovery, b.Publisher,
+	opts := []watch.Option{
 		watch.WithLogger(rt.Log),
 		watch.WithResyncPeriod(f.resyncPeriod),
 		watch.WithSyncTimeout(f.syncTimeout),
 		watch.WithWatchRequests(kv),
-	)
+	}
+	if f.mirror {
+		mkv, err := b.Mirror(ctx)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, watch.WithMirror(mirror.NewWriter(mkv)))
+	}
+	wt := watch.New(kc.Dynamic, kc.Metadata, kc.Discovery, b.Publisher, opts...)
 	w.Store(wt)
 	return wt.Run(ctx)
 }

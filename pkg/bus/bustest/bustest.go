@@ -29,11 +29,18 @@ type Server struct {
 	srv  *server.Server
 }
 
+// An Option changes the options of a server that Start or Run starts.
+type Option func(*server.Options)
+
+// WithMaxPayload sets the server's max_payload, the largest message it
+// accepts, in bytes.
+func WithMaxPayload(n int32) Option { return func(o *server.Options) { o.MaxPayload = n } }
+
 // Start starts a single NATS server with JetStream, storing its data under
 // dir. It returns once the server accepts connections. The caller must call
 // Stop.
-func Start(dir string) (*Server, error) {
-	opts := &server.Options{
+func Start(dir string, opts ...Option) (*Server, error) {
+	o := &server.Options{
 		ServerName: "loom-test",
 		Host:       "127.0.0.1",
 		Port:       -1,
@@ -42,14 +49,17 @@ func Start(dir string) (*Server, error) {
 		NoLog:      true,
 		NoSigs:     true,
 	}
-	return start(opts)
+	for _, opt := range opts {
+		opt(o)
+	}
+	return start(o)
 }
 
 // Run starts a single NATS server with JetStream in a temporary folder and
 // stops it when the test ends.
-func Run(t testing.TB) *Server {
+func Run(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s, err := Start(t.TempDir())
+	s, err := Start(t.TempDir(), opts...)
 	if err != nil {
 		t.Fatalf("cannot start NATS server: %v", err)
 	}

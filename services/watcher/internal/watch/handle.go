@@ -45,7 +45,8 @@ func (w *Watcher) onUpdate(s *source, old, obj any) {
 		return
 	}
 	if nm, err := metaAccessor(obj); err == nil && om.ResourceVersion == nm.GetResourceVersion() {
-		// A relist found nothing new.
+		// A relist found nothing new (and the mirror has it).
+		s.takeFull(nm.GetUID(), nm.GetResourceVersion())
 		return
 	}
 	w.handle(s, eventsv1.EventType_EVENT_TYPE_MODIFIED, obj, true, &om)
@@ -55,8 +56,9 @@ func (w *Watcher) onDelete(s *source, obj any) {
 	w.handle(s, eventsv1.EventType_EVENT_TYPE_DELETED, obj, true, nil)
 }
 
-// handle records what the watcher learns from a change and, once live and if
-// publish is set, publishes its deliveries. old is the object as cached
+// handle records what the watcher learns from a change, writes the object to
+// the mirror and, once that is done, live and if publish is set, publishes
+// its deliveries. old is the object as cached
 // before the change (the zero Meta for a creation seen live), from which
 // the watcher tells who made the change and whether it touched only the
 // status, so that fewer services may need to hear of it; nil when unknown.
@@ -72,6 +74,10 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 
 	w.observe(s, roles, typ, m, obj)
 
+	// The mirror first: a worker that hears of the change must find it there.
+	if !w.writeMirror(s, typ, m) {
+		return
+	}
 	if !publish || !w.live.Load() {
 		return
 	}

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -35,9 +36,15 @@ func rank(r route.Role) int {
 
 // resync publishes one RESYNC event per service and target for everything
 // cached, then waits until the bus stored them. It also recomputes the
-// composed kinds from the cache, dropping any a missed deletion left behind.
+// composed kinds from the cache, dropping any a missed deletion left behind,
+// and, first, reconciles the mirror with the cache (see resyncMirror); an
+// object the mirror still cannot hold is not published.
 func (w *Watcher) resync(ctx context.Context) error {
 	w.rebuildComposed()
+	mirrorErr := w.resyncMirror(ctx)
+	if mirrorErr != nil {
+		mirrorErr = fmt.Errorf("cannot reconcile the mirror: %w", mirrorErr)
+	}
 
 	type entry struct {
 		s     *source
@@ -68,7 +75,7 @@ func (w *Watcher) resync(ctx context.Context) error {
 				return ctx.Err()
 			}
 			m, err := object.MetaOf(e.s.gvk, obj)
-			if err != nil {
+			if err != nil || e.s.failing(m.UID) {
 				continue
 			}
 			o := route.Object{Meta: m}
@@ -89,10 +96,10 @@ func (w *Watcher) resync(ctx context.Context) error {
 		}
 	}
 	if err := w.pub.Flush(ctx); err != nil {
-		return fmt.Errorf("cannot flush resync events: %w", err)
+		return errors.Join(mirrorErr, fmt.Errorf("cannot flush resync events: %w", err))
 	}
 	w.log.Info("resync published", "events", published)
-	return nil
+	return mirrorErr
 }
 
 // rebuildComposed recomputes the composed kinds from the cached XRs and

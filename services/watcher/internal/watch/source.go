@@ -36,6 +36,10 @@ type spec struct {
 	shape object.Shape
 	// selector is the label selector of the list and watch.
 	selector string
+	// full is set when the watcher mirrors the kind: the informer lists and
+	// watches full objects (even where shape is zero) and the handler
+	// writes them to the mirror before it publishes (see mirror.go).
+	full bool
 }
 
 // source is one running informer.
@@ -55,6 +59,8 @@ type source struct {
 	// refused is set when the API server refused to list the kind (no RBAC,
 	// or the kind went away); start-up does not wait for such a source.
 	refused atomic.Bool
+	// mirror holds what a mirrored source has yet to write (see mirror.go).
+	mirror mirrorState
 }
 
 // synced reports whether the source's handler saw the initial list, or the
@@ -159,7 +165,7 @@ func (w *Watcher) ensureCRDSource() {
 		return
 	}
 	gvr, _ := w.resolve(object.KindCRD, false)
-	w.start(object.KindCRD, route.RoleCRD, spec{gvr: gvr, shape: shapeOf(route.RoleCRD)}, nil)
+	w.start(object.KindCRD, route.RoleCRD, spec{gvr: gvr, shape: shapeOf(route.RoleCRD), full: w.mirrors(object.KindCRD)}, nil)
 }
 
 // reconcile starts, restarts and stops sources until they match what the
@@ -195,7 +201,7 @@ func (w *Watcher) reconcileOnce() (changed bool) {
 			continue
 		}
 		delete(w.pending, gvk)
-		sp := spec{gvr: gvr, shape: shapeOf(roles), selector: selectorOf(roles)}
+		sp := spec{gvr: gvr, shape: shapeOf(roles), selector: selectorOf(roles), full: w.mirrors(gvk)}
 		switch {
 		case s == nil:
 			w.start(gvk, roles, sp, nil)
@@ -239,7 +245,7 @@ func (w *Watcher) start(gvk schema.GroupVersionKind, roles route.Role, sp spec, 
 		return []string{string(m.GetUID())}, nil
 	}}
 	var inf cache.SharedIndexInformer
-	if sp.shape != 0 {
+	if sp.shape != 0 || sp.full {
 		inf = dynamicinformer.NewFilteredDynamicInformer(w.dynamic, sp.gvr, metav1.NamespaceAll, 0, indexers, tweak).Informer()
 	} else {
 		inf = metadatainformer.NewFilteredMetadataInformer(w.metadata, sp.gvr, metav1.NamespaceAll, 0, indexers, tweak).Informer()
@@ -248,7 +254,7 @@ func (w *Watcher) start(gvk schema.GroupVersionKind, roles route.Role, sp spec, 
 	if known != nil {
 		s.known.Store(&known)
 	}
-	if err := inf.SetTransform(object.Transform(sp.shape)); err != nil {
+	if err := inf.SetTransform(s.keepFull(object.Transform(sp.shape))); err != nil {
 		w.log.Error("cannot set informer transform", "kind", gvk.String(), "err", err)
 	}
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {

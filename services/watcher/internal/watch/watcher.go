@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -97,6 +99,15 @@ func WithSyncTimeout(d time.Duration) Option { return func(w *Watcher) { w.syncT
 // kv (the watchreq.Bucket bucket). Without it the watcher serves no requests.
 func WithWatchRequests(kv jetstream.KeyValue) Option { return func(w *Watcher) { w.requestsKV = kv } }
 
+// WithMirror makes the watcher write every object it watches, Secrets
+// excepted, to m before it publishes an event that names it (see package
+// github.com/loomxr/loom/pkg/mirror). Without it the watcher keeps no mirror.
+func WithMirror(m Mirror) Option { return func(w *Watcher) { w.mirror = m } }
+
+// WithMeterProvider sets where the watcher's metrics go; the default is the
+// global MeterProvider.
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(w *Watcher) { w.meters = mp } }
+
 // WithRESTMapper sets the mapper used to find the resource of kinds that no
 // CRD defines (built-in kinds and aggregated APIs). The default maps through
 // cached discovery.
@@ -112,6 +123,11 @@ type Watcher struct {
 	resyncPeriod time.Duration
 	syncTimeout  time.Duration
 	requestsKV   jetstream.KeyValue
+	mirror       Mirror
+	meters       metric.MeterProvider
+	// withheld counts changes whose events were not published because the
+	// mirror write failed.
+	withheld metric.Int64Counter
 
 	// ctx is Run's context; informers and publishes use it.
 	ctx context.Context
@@ -180,6 +196,13 @@ func New(dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryI
 	for _, o := range opts {
 		o(w)
 	}
+	if w.meters == nil {
+		w.meters = otel.GetMeterProvider()
+	}
+	// Instrument creation fails only for invalid names, a constant here; a
+	// failed instrument is a no-op one.
+	w.withheld, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.mirror.withheld",
+		metric.WithDescription("Changes whose events the watcher did not publish because it could not write the object to the mirror, by kind; a resync writes and publishes them."))
 	if w.mapper == nil && disc != nil {
 		w.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
 	}

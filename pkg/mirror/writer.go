@@ -1,0 +1,137 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Operations and outcomes recorded by the writes metric.
+const (
+	opPut       = "put"
+	opPurge     = "purge"
+	opReconcile = "reconcile"
+	opTooLarge  = "too_large"
+)
+
+// A Writer writes objects into the mirror. The watcher is its one user. Its
+// methods are safe for concurrent use; each blocks until JetStream stored
+// the change (or failed to).
+type Writer struct {
+	kv     jetstream.KeyValue
+	writes metric.Int64Counter
+}
+
+// NewWriter returns a Writer of the bucket kv (see EnsureBucket).
+func NewWriter(kv jetstream.KeyValue) *Writer {
+	// Instrument creation fails only for invalid names, a constant here; a
+	// failed instrument is a no-op one.
+	c, _ := otel.Meter("github.com/loomxr/loom/pkg/mirror").Int64Counter("loom.mirror.writes",
+		metric.WithDescription("Writes to the object mirror, by operation (put, purge, reconcile: a purge of a key whose object is gone, too_large: a purge of an object too large to mirror) and outcome (ok, error)."))
+	return &Writer{kv: kv, writes: c}
+}
+
+// Put writes obj, as JSON, under its key, replacing what the key held. It is
+// idempotent. It refuses a core Secret with ErrSecret.
+//
+// An object too large for one NATS message (the server's max_payload, 1 MiB
+// by default, while the API server accepts up to about 1.5 MiB) is not
+// mirrored: Put purges its key instead, so that readers find it Unknown
+// rather than an older version, and returns nil.
+func (w *Writer) Put(ctx context.Context, obj *unstructured.Unstructured) error {
+	gk := obj.GroupVersionKind().GroupKind()
+	if !Mirrored(gk) {
+		return fmt.Errorf("cannot mirror %s %s: %w", gk.Kind, obj.GetName(), ErrSecret)
+	}
+	k := KeyOf(gk, obj.GetNamespace(), obj.GetName())
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("cannot encode %s %s: %w", gk.Kind, k.Name, err)
+	}
+	_, err = w.kv.Put(ctx, k.String(), data)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return w.purge(ctx, opTooLarge, k)
+	}
+	w.count(ctx, opPut, err)
+	if err != nil {
+		return fmt.Errorf("cannot mirror %s %s: %w", gk.Kind, k.Name, err)
+	}
+	return nil
+}
+
+// Delete purges the key of an object. Purging a key that holds nothing is
+// not an error. It is idempotent.
+func (w *Writer) Delete(ctx context.Context, gk schema.GroupKind, namespace, name string) error {
+	return w.purge(ctx, opPurge, KeyOf(gk, namespace, name))
+}
+
+func (w *Writer) purge(ctx context.Context, op string, k Key) error {
+	err := w.kv.Purge(ctx, k.String())
+	w.count(ctx, op, err)
+	if err != nil {
+		return fmt.Errorf("cannot purge %s %s from the mirror: %w", k.Kind, k.Name, err)
+	}
+	return nil
+}
+
+// Reconcile purges the keys of objects that are gone: it lists the bucket's
+// keys, then asks exists of each, and purges every key for which exists
+// returns false, and every key that is no Key. It returns how many it
+// purged. Last it drops delete markers older than JetStream's default (30
+// minutes), so that deleted objects do not take space for ever.
+//
+// exists is asked after the keys are listed, so that an object added to the
+// caller's cache and then put while Reconcile lists is never purged: exists
+// must answer from the caller's current view, and answer true for a key it
+// cannot judge (a kind whose list is not through yet).
+func (w *Writer) Reconcile(ctx context.Context, exists func(Key) bool) (int, error) {
+	kl, err := w.kv.ListKeys(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("cannot list the mirror's keys: %w", err)
+	}
+	// The lister may name a key twice while the bucket changes.
+	keys := map[string]bool{}
+	for s := range kl.Keys() {
+		keys[s] = true
+	}
+	// The lister closes its channel both when it is through and when it
+	// fails; only ctx tells the two apart.
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("cannot list the mirror's keys: %w", err)
+	}
+	purged := 0
+	for _, s := range slices.Sorted(maps.Keys(keys)) {
+		if k, err := ParseKey(s); err == nil && exists(k) {
+			continue
+		}
+		err := w.kv.Purge(ctx, s)
+		w.count(ctx, opReconcile, err)
+		if err != nil {
+			return purged, fmt.Errorf("cannot purge %s from the mirror: %w", s, err)
+		}
+		purged++
+	}
+	if err := w.kv.PurgeDeletes(ctx); err != nil {
+		return purged, fmt.Errorf("cannot drop the mirror's old delete markers: %w", err)
+	}
+	return purged, nil
+}
+
+func (w *Writer) count(ctx context.Context, op string, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	w.writes.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(
+		attribute.String("op", op), attribute.String("outcome", outcome)))
+}

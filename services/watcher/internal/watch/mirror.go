@@ -1,0 +1,232 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/loomxr/loom/pkg/mirror"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+	"github.com/loomxr/loom/services/watcher/internal/object"
+)
+
+// Mirror is where the watcher writes the objects it watches; *mirror.Writer
+// satisfies it. Each method blocks until the change is stored or failed.
+type Mirror interface {
+	// Put writes an object, replacing what its key held.
+	Put(ctx context.Context, obj *unstructured.Unstructured) error
+	// Delete purges an object's key.
+	Delete(ctx context.Context, gk schema.GroupKind, namespace, name string) error
+	// Reconcile purges every key for which exists, asked after the keys
+	// are listed, returns false.
+	Reconcile(ctx context.Context, exists func(mirror.Key) bool) (int, error)
+}
+
+// errNoFull is the failure of a mirror write for which the watcher has no
+// full object (the informer's transform did not see it).
+var errNoFull = errors.New("no full object to mirror")
+
+// mirrors reports whether the watcher mirrors objects of a kind: with a
+// mirror, every kind but Secrets, which stay metadata-only.
+func (w *Watcher) mirrors(gvk schema.GroupVersionKind) bool {
+	return w.mirror != nil && mirror.Mirrored(gvk.GroupKind())
+}
+
+// mirrorState is what a mirrored source has yet to write. The informer
+// caches a trimmed copy of each object (package object), so the full object
+// exists only between the informer's transform and the handler: full holds
+// it for that long. failed holds the objects whose last write failed until a
+// resync writes them.
+type mirrorState struct {
+	// mu guards full and failed.
+	mu     sync.Mutex
+	full   map[types.UID]*unstructured.Unstructured
+	failed map[types.UID]*unstructured.Unstructured
+	// writeMu orders a resync's retries with the handler's writes, so that
+	// a retry never puts an older object over a newer one.
+	writeMu sync.Mutex
+}
+
+// keepFull wraps a source's transform: for a mirrored source it keeps the
+// object as the API server sent it before trim cuts it down. client-go calls
+// the transform once for each object it receives (never for objects it
+// already cached), in order, before the handler sees the change.
+func (s *source) keepFull(trim cache.TransformFunc) cache.TransformFunc {
+	if !s.spec.full {
+		return trim
+	}
+	return func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			s.mirror.mu.Lock()
+			if s.mirror.full == nil {
+				s.mirror.full = map[types.UID]*unstructured.Unstructured{}
+			}
+			s.mirror.full[u.GetUID()] = u
+			s.mirror.mu.Unlock()
+		}
+		return trim(obj)
+	}
+}
+
+// takeFull returns the full object of a change at resourceVersion rv, or
+// nil. The transform may already hold a newer version of the object (the
+// informer queued several changes); that one is returned and kept for its
+// own change. An older one is dropped.
+func (s *source) takeFull(uid types.UID, rv string) *unstructured.Unstructured {
+	s.mirror.mu.Lock()
+	defer s.mirror.mu.Unlock()
+	u := s.mirror.full[uid]
+	if u == nil {
+		return nil
+	}
+	have := u.GetResourceVersion()
+	if have == rv || !mirror.AtLeast(have, rv) {
+		delete(s.mirror.full, uid)
+	}
+	if !mirror.AtLeast(have, rv) {
+		return nil
+	}
+	return u
+}
+
+// setFailed records the outcome of writing u.
+func (s *source) setFailed(uid types.UID, u *unstructured.Unstructured, err error) {
+	s.mirror.mu.Lock()
+	defer s.mirror.mu.Unlock()
+	if err == nil || u == nil {
+		delete(s.mirror.failed, uid)
+		return
+	}
+	if s.mirror.failed == nil {
+		s.mirror.failed = map[types.UID]*unstructured.Unstructured{}
+	}
+	s.mirror.failed[uid] = u
+}
+
+// failing reports whether the last write of an object failed.
+func (s *source) failing(uid types.UID) bool {
+	s.mirror.mu.Lock()
+	defer s.mirror.mu.Unlock()
+	_, ok := s.mirror.failed[uid]
+	return ok
+}
+
+// writeMirror writes a change of m to the mirror, if the source mirrors, and
+// reports whether events that name m may be published: not when the write
+// failed, so that no worker is told of a version the mirror does not hold.
+// A failure is counted and asks for a resync, which writes the object again
+// and then publishes it.
+func (w *Watcher) writeMirror(s *source, typ eventsv1.EventType, m object.Meta) bool {
+	if !s.spec.full {
+		return true
+	}
+	ctx := w.ctx
+	s.mirror.writeMu.Lock()
+	var err error
+	if typ == eventsv1.EventType_EVENT_TYPE_DELETED {
+		s.takeFull(m.UID, m.ResourceVersion)
+		s.setFailed(m.UID, nil, nil)
+		err = w.mirror.Delete(ctx, m.GVK.GroupKind(), m.Namespace, m.Name)
+	} else {
+		full := s.takeFull(m.UID, m.ResourceVersion)
+		if full == nil {
+			err = errNoFull
+		} else {
+			full.SetGroupVersionKind(s.gvk)
+			err = w.mirror.Put(ctx, full)
+		}
+		s.setFailed(m.UID, full, err)
+	}
+	s.mirror.writeMu.Unlock()
+	if err == nil {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	w.withheld.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("k8s.kind", m.GVK.Kind)))
+	w.log.Warn("cannot write object to the mirror; its events wait for the next resync", "kind", m.GVK.String(),
+		"object", keyOf(m.Namespace, m.Name), "resourceVersion", m.ResourceVersion, "err", err)
+	w.requestResync()
+	return false
+}
+
+// resyncMirror writes again the objects whose last write failed (those still
+// cached at the same UID), then purges the keys of objects no informer has
+// any more: deleted while the watcher was down or while a purge failed, or
+// of kinds it no longer watches.
+func (w *Watcher) resyncMirror(ctx context.Context) error {
+	if w.mirror == nil {
+		return nil
+	}
+	w.mu.RLock()
+	sources := make([]*source, 0, len(w.sources))
+	for _, s := range w.sources {
+		sources = append(sources, s)
+	}
+	w.mu.RUnlock()
+	var errs []error
+	for _, s := range sources {
+		s.mirror.mu.Lock()
+		failed := make(map[types.UID]*unstructured.Unstructured, len(s.mirror.failed))
+		for uid, u := range s.mirror.failed {
+			failed[uid] = u
+		}
+		s.mirror.mu.Unlock()
+		for uid, u := range failed {
+			errs = append(errs, w.retryMirror(ctx, s, uid, u))
+		}
+	}
+	purged, err := w.mirror.Reconcile(ctx, w.exists)
+	if purged > 0 {
+		w.log.Info("purged objects that are gone from the mirror", "purged", purged)
+	}
+	return errors.Join(append(errs, err)...)
+}
+
+// retryMirror writes again an object whose last write failed, unless a
+// newer write came first or the object is gone.
+func (w *Watcher) retryMirror(ctx context.Context, s *source, uid types.UID, u *unstructured.Unstructured) error {
+	s.mirror.writeMu.Lock()
+	defer s.mirror.writeMu.Unlock()
+	s.mirror.mu.Lock()
+	current := s.mirror.failed[uid] == u
+	s.mirror.mu.Unlock()
+	if !current {
+		return nil
+	}
+	cached, ok, _ := s.informer.GetStore().GetByKey(keyOf(u.GetNamespace(), u.GetName()))
+	if m, err := metaAccessor(cached); !ok || err != nil || m.GetUID() != uid {
+		s.setFailed(uid, nil, nil)
+		return nil
+	}
+	err := w.mirror.Put(ctx, u)
+	s.setFailed(uid, u, err)
+	return err
+}
+
+// exists reports whether an object of a mirror key is cached, or may be:
+// its kind's informer has not listed yet.
+func (w *Watcher) exists(k mirror.Key) bool {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for gvk, s := range w.sources {
+		if gvk.GroupKind() != k.GroupKind() {
+			continue
+		}
+		if !s.handler.HasSynced() {
+			return true
+		}
+		if _, ok, _ := s.informer.GetStore().GetByKey(keyOf(k.Namespace, k.Name)); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+
+	"github.com/loomxr/loom/pkg/bus/bustest"
+	"github.com/loomxr/loom/pkg/mirror"
+	"github.com/loomxr/loom/pkg/testing/poll"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+	"github.com/loomxr/loom/services/watcher/internal/route"
+)
+
+// TestWatcherMirror runs the watcher with a mirror against a real
+// kube-apiserver and NATS: a claim is in the mirror, at the resourceVersion
+// of its event, before the event is published; its deletion purges it before
+// the deletion is published; and a claim deleted while no watcher ran is
+// purged by the next watcher's initial resync.
+func TestWatcherMirror(t *testing.T) {
+	s := startControlPlane(t)
+	ctx := t.Context()
+	rc := s.RESTConfig()
+	dyn := dynamic.NewForConfigOrDie(rc)
+	md := metadata.NewForConfigOrDie(rc)
+	disc := discovery.NewDiscoveryClientForConfigOrDie(rc)
+	c := cluster{dyn: dyn}
+
+	_, js := bustest.Connect(t, s.NATSURL())
+	kv, err := mirror.EnsureBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatalf("EnsureBucket(): %v", err)
+	}
+	r := mirror.NewReader(kv)
+
+	c.create(t, gvrXRD, `
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata: {name: xwidgets.watch.test.loom.dev}
+spec:
+  group: watch.test.loom.dev
+  names: {kind: XWidget, plural: xwidgets}
+  claimNames: {kind: Widget, plural: widgets}
+  versions: [{name: v1, served: true, referenceable: true}]
+`)
+	c.create(t, gvrCRD, fmt.Sprintf(crdTemplate, "xwidgets", "XWidget", "xwidget", "Cluster"))
+	c.create(t, gvrCRD, fmt.Sprintf(crdTemplate, "widgets", "Widget", "widget", "Namespaced"))
+	c.create(t, gvrNS, `{apiVersion: v1, kind: Namespace, metadata: {name: team-a}}`)
+
+	pub := &mirrorChecker{r: r}
+	stop := runMirroring(t, dyn, md, disc, pub, kv)
+
+	const claimYAML = `{apiVersion: watch.test.loom.dev/v1, kind: Widget, metadata: {name: %s, namespace: team-a}, spec: {size: small}}`
+	t.Run("PutBeforePublish", func(t *testing.T) {
+		from := pub.len()
+		claim := c.create(t, gvrClaim, fmt.Sprintf(claimYAML, "w1"))
+		pub.expect(t, from, want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: claim.GetUID(), rv: claim.GetResourceVersion()})
+		pub.checkMirrored(t)
+		got, state, err := r.Get(ctx, gvkClaim, "team-a", "w1", claim.GetResourceVersion())
+		if err != nil || state != mirror.Fresh {
+			t.Fatalf("Get(w1) = %s, %v; want Fresh", state, err)
+		}
+		if size, _, _ := unstructured.NestedString(got.Object, "spec", "size"); size != "small" || got.GetResourceVersion() != claim.GetResourceVersion() {
+			t.Errorf("mirror holds spec.size %q at resourceVersion %s; want the full claim at %s", size, got.GetResourceVersion(), claim.GetResourceVersion())
+		}
+	})
+
+	t.Run("DeletePurges", func(t *testing.T) {
+		from := pub.len()
+		c.delete(t, gvrClaim, "team-a", "w1")
+		pub.expect(t, from, want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_DELETED})
+		pub.checkMirrored(t)
+		if _, state, err := r.Get(ctx, gvkClaim, "team-a", "w1", ""); err != nil || state != mirror.Unknown {
+			t.Errorf("Get(w1) after delete = %s, %v; want Unknown", state, err)
+		}
+	})
+
+	t.Run("ResyncPurgesWhatVanishedMeanwhile", func(t *testing.T) {
+		from := pub.len()
+		claim := c.create(t, gvrClaim, fmt.Sprintf(claimYAML, "w2"))
+		pub.expect(t, from, want{service: route.Binder, object: claim.GetUID(), rv: claim.GetResourceVersion()})
+		stop()
+		c.delete(t, gvrClaim, "team-a", "w2")
+		if _, state, err := r.Get(ctx, gvkClaim, "team-a", "w2", ""); err != nil || state != mirror.Fresh {
+			t.Fatalf("Get(w2) with no watcher running = %s, %v; want the stale entry, Fresh", state, err)
+		}
+		runMirroring(t, dyn, md, disc, &mirrorChecker{r: r}, kv)
+		if _, state, err := r.Get(ctx, gvkClaim, "team-a", "w2", ""); err != nil || state != mirror.Unknown {
+			t.Errorf("Get(w2) after the initial resync = %s, %v; want Unknown", state, err)
+		}
+	})
+}
+
+// runMirroring runs a watcher that mirrors to kv until the returned stop is
+// called or the test ends, and returns once the watcher is ready (its
+// initial resync is done).
+func runMirroring(t *testing.T, dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryInterface, pub Publisher, kv jetstream.KeyValue) (stop func()) {
+	t.Helper()
+	var logs io.Writer = io.Discard
+	if testing.Verbose() {
+		logs = os.Stderr
+	}
+	w := New(dyn, md, disc, pub,
+		WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+		WithMirror(mirror.NewWriter(kv)),
+		WithResyncPeriod(0),
+		WithSyncTimeout(20*time.Second),
+	)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run(): %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	poll.Until(t, time.Minute, func() error { return w.Ready(t.Context()) })
+	w.expectWatching(t, gvkClaim, route.RoleClaim)
+	return stop
+}
