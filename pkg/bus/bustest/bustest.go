@@ -127,6 +127,24 @@ func StartCluster(dir string, n int) (*Cluster, error) {
 	if n < 1 {
 		return nil, errors.New("cannot start a cluster of fewer than one server")
 	}
+	// The ports are free when picked, not when bound: a test process
+	// running beside this one (go test runs packages in parallel) may take
+	// one meanwhile, and the server that wanted it never becomes ready. So
+	// a failed start is tried again on other ports, in a fresh folder.
+	var err error
+	for attempt := range clusterAttempts {
+		var c *Cluster
+		if c, err = startCluster(filepath.Join(dir, fmt.Sprintf("a%d", attempt)), n); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
+// clusterAttempts is how many times StartCluster tries, each on new ports.
+const clusterAttempts = 3
+
+func startCluster(dir string, n int) (*Cluster, error) {
 	clientPorts, err := freePorts(n)
 	if err != nil {
 		return nil, err
