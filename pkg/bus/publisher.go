@@ -76,13 +76,14 @@ func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
 
 // Publish sends ev to service's work stream, on the subject of its target
 // (ev.Target, or ev.Object when unset) in the lane the event asks for:
-// urgent (ev.Urgent), resync (ev.Type RESYNC) or normal. It fills in Source and ObservedTime
-// when they are unset, on a copy: ev itself is never modified. It injects the
-// trace context of ctx into the message headers, and sets Nats-Msg-Id to
-// target UID, object UID, resourceVersion and type when the event has a
-// resourceVersion, so that several publishers (active-active watchers) store
-// each change once within Config.DuplicateWindow. Events without a
-// resourceVersion are never deduplicated.
+// resync (ev.Type RESYNC, urgent or not), urgent (ev.Urgent) or normal. It
+// fills in Source and ObservedTime when they are unset, on a copy: ev itself
+// is never modified. It injects the trace context of ctx into the message
+// headers, and sets Nats-Msg-Id to target UID, object UID, resourceVersion
+// and type when the event has a resourceVersion, so that several publishers
+// (active-active watchers) store each change once within
+// Config.DuplicateWindow. Events without a resourceVersion are never
+// deduplicated.
 //
 // Publish blocks while WithMaxInFlight events await their acknowledgement, and
 // returns an error if ev is invalid, ctx ends while it waits, the event
@@ -186,11 +187,12 @@ func (p *Publisher) message(service string, ev *eventsv1.Event) (*nats.Msg, erro
 	resync := ev.GetType() == eventsv1.EventType_EVENT_TYPE_RESYNC
 	var subject string
 	switch {
+	case resync:
+		// Background work, served only when no real change waits; never
+		// urgent, since nothing is known to have changed.
+		subject = ResyncWorkSubject(service, p.cfg.Partitions, target.GetUid())
 	case ev.GetUrgent():
 		subject = UrgentWorkSubject(service, p.cfg.Partitions, target.GetUid())
-	case resync:
-		// Background work: served only when no real change waits.
-		subject = ResyncWorkSubject(service, p.cfg.Partitions, target.GetUid())
 	default:
 		subject = WorkSubject(service, p.cfg.Partitions, target.GetUid())
 	}
