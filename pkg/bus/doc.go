@@ -27,7 +27,7 @@
 // as an XR turning Ready) goes to
 // loom.<service>.<partition>.<targetUID>.urgent instead, the partition's
 // urgent lane, consumed by <service>-pNN-urgent. A target has at most one
-// request in each lane. The owner of a partition consumes both lanes; a
+// request in each lane. The owner of a partition consumes every lane; a
 // free handler slot goes to a waiting urgent request first, and a target
 // waiting for a slot becomes urgent when an urgent event for it arrives, so
 // that urgent work never queues behind a backlog of new work.
