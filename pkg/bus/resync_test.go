@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -20,6 +21,16 @@ func resync(uid string) *eventsv1.Event {
 }
 
 func inTenantA(ev *eventsv1.Event) *eventsv1.Event { ev.Object.Namespace = "tenant-a"; return ev }
+
+// resyncConfig is testConfig with an ack wait longer than a test: a
+// message the worker pulled but cannot take in yet (its lane's look-ahead
+// is full, or the lane waits for the others) is not redelivered meanwhile,
+// so that every target is handled exactly once.
+func resyncConfig() bus.Config {
+	cfg := testConfig()
+	cfg.AckWait = time.Minute
+	return cfg
+}
 
 // resyncBacklog picks targets for a resync test: one that keeps the slot
 // busy, and in another partition one that changes and n that are resynced.
@@ -72,12 +83,7 @@ func TestResyncYieldsToChanges(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			const slots = 1
-			// An ack wait longer than the test: a message the worker
-			// pulled but cannot take in for want of look-ahead room is
-			// not redelivered meanwhile.
-			cfg := testConfig()
-			cfg.AckWait = time.Minute
-			h := newHarness(t, cfg)
+			h := newHarness(t, resyncConfig())
 			p := h.publisher()
 			b := newBlocker()
 			busy, change, backlog := resyncBacklog(h, tc.resyncs)
@@ -113,7 +119,7 @@ func TestResyncYieldsToChanges(t *testing.T) {
 // the change. A resync of a target whose change waits is acknowledged
 // without a run of its own.
 func TestResyncReplacedByChange(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, resyncConfig())
 	p := h.publisher()
 	b := newBlocker()
 	busy, _, backlog := resyncBacklog(h, 20)
@@ -134,7 +140,12 @@ func TestResyncReplacedByChange(t *testing.T) {
 		return err == nil && info.Delivered.Consumer == 1 && info.NumAckPending == 0
 	})
 	close(b.release)
-	poll.True(t, 30*time.Second, "every request handled", func() bool { return len(b.handled()) == len(backlog)+1 })
+	poll.Until(t, 30*time.Second, func() error {
+		if n := len(b.handled()); n != len(backlog)+1 {
+			return fmt.Errorf("%d of %d targets handled: %v", n, len(backlog)+1, b.handled())
+		}
+		return nil
+	})
 	got := b.handled()
 	if got[1] != last {
 		t.Errorf("handled %v; want %s right after the busy %s, before the %d resyncs that waited longer", got, last, busy, len(backlog)-1)
