@@ -86,10 +86,10 @@ type entry struct {
 // scheduler bounds how many handlers of a Worker run at once and decides
 // who runs next. The main pool's free slots go to urgent requests first,
 // then to normal ones, and to resync requests only when neither waits (and
-// then to at most resyncSlots at once); within a lane, requests are served round-robin across
-// tenant keys (first come, first served within one key), so that a burst of
-// one tenant does not make another's request wait behind all of it. Suspect
-// targets run only in the quarantine pool.
+// then to at most resyncSlots at once); within a lane, requests are served
+// round-robin across tenant keys (first come, first served within one key),
+// so that a burst of one tenant does not make another's request wait behind
+// all of it. Suspect targets run only in the quarantine pool.
 type scheduler struct {
 	mu      sync.Mutex
 	free    int // free slots of the main pool
