@@ -926,7 +926,8 @@ var chartKEDA = []string{
 
 // TestChartKEDA renders the opt-in ScaledObjects: one per service with KEDA
 // on, scaling its Deployment, with one nats-jetstream trigger per consumer
-// of its work stream (every partition, both lanes); the Deployment leaves
+// of its work stream (every partition, urgent and normal lanes: the resync
+// lane is background work, left out); the Deployment leaves
 // its replica count to KEDA; and refuses KEDA together with the CPU HPA, or
 // without the NATS monitoring endpoint.
 func TestChartKEDA(t *testing.T) {

@@ -341,7 +341,7 @@ spec: {endpoint: "%[2]s", insecure: true, timeout: 3s}
 // busTotals are the bus's scheduling counts summed over every replica of
 // every service.
 type busTotals struct {
-	mainFailed  int // failed handler runs in the main pool
+	mainFailed  int // failed handler runs in main-pool slots (pools main and resync)
 	quarantine  int // handler runs in the quarantine pool
 	throttled   int // handlings deferred (backoff, budget)
 	waits       int // requests that queued for a slot
@@ -377,7 +377,9 @@ func busCounts(t *testing.T, env *framework.Env) busTotals {
 				text, err = getMetrics(t.Context(), addr)
 				return err
 			})
+			// Resync runs hold main-pool slots too.
 			out.mainFailed += int(sumSamples(text, "loom_bus_handler_runs_total", `pool="main"`, `failed="true"`))
+			out.mainFailed += int(sumSamples(text, "loom_bus_handler_runs_total", `pool="resync"`, `failed="true"`))
 			out.quarantine += int(sumSamples(text, "loom_bus_handler_runs_total", `pool="quarantine"`))
 			out.throttled += int(sumSamples(text, "loom_bus_targets_throttled_total"))
 			out.waits += int(sumSamples(text, "loom_bus_queue_wait_seconds_count"))

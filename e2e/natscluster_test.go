@@ -255,9 +255,9 @@ func clusterCheckReplicas(t *testing.T, js jetstream.JetStream) {
 				t.Errorf("consumer %s of %s: %d replicas, want 3", info.Name, name, info.Config.Replicas)
 			}
 		}
-		// Two lanes per partition.
-		if slices.Contains(bus.Services, svcOfStream(name)) && consumers != 2*bus.DefaultPartitions {
-			t.Errorf("stream %s: %d consumers, want %d (two per partition)", name, consumers, 2*bus.DefaultPartitions)
+		// Three lanes per partition: urgent, normal and resync.
+		if slices.Contains(bus.Services, svcOfStream(name)) && consumers != 3*bus.DefaultPartitions {
+			t.Errorf("stream %s: %d consumers, want %d (three per partition)", name, consumers, 3*bus.DefaultPartitions)
 		}
 	}
 }

@@ -177,6 +177,12 @@ func UrgentConsumerName(service string, partition int) string {
 	return ConsumerName(service, partition) + "-" + urgentToken
 }
 
+// ResyncConsumerName is the durable consumer of one partition's resync
+// lane: <service>-pNN-resync.
+func ResyncConsumerName(service string, partition int) string {
+	return ConsumerName(service, partition) + "-" + resyncToken
+}
+
 func upper(s string) string {
 	b := []byte(s)
 	for i, c := range b {
@@ -249,12 +255,25 @@ func (c Config) consumerConfig(service string, partition int) jetstream.Consumer
 }
 
 // urgentConsumerConfig is the durable pull consumer of one partition's
-// urgent lane, configured as consumerConfig.
+// urgent lane.
 func (c Config) urgentConsumerConfig(service string, partition int) jetstream.ConsumerConfig {
+	return c.laneConsumerConfig(service, partition, urgentToken)
+}
+
+// resyncConsumerConfig is the durable pull consumer of one partition's
+// resync lane.
+func (c Config) resyncConsumerConfig(service string, partition int) jetstream.ConsumerConfig {
+	return c.laneConsumerConfig(service, partition, resyncToken)
+}
+
+// laneConsumerConfig is the durable pull consumer of the lane of one
+// partition whose subjects end in token, configured as consumerConfig:
+// <service>-pNN-<token> on loom.<service>.<partition>.*.<token>.
+func (c Config) laneConsumerConfig(service string, partition int, token string) jetstream.ConsumerConfig {
 	cc := c.consumerConfig(service, partition)
-	cc.Durable = UrgentConsumerName(service, partition)
-	cc.Description = fmt.Sprintf("Loom %s partition %d, urgent lane", service, partition)
-	cc.FilterSubject = urgentPartitionFilter(service, partition)
+	cc.Durable = ConsumerName(service, partition) + "-" + token
+	cc.Description = fmt.Sprintf("Loom %s partition %d, %s lane", service, partition, token)
+	cc.FilterSubject = partitionFilter(service, partition) + "." + token
 	return cc
 }
 

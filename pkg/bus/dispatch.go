@@ -45,6 +45,7 @@ type target struct {
 	// running (the handling goroutine holds it).
 	pm     *pending
 	urgent bool         // an urgent event came for it: wait in the urgent lane
+	resync bool         // only resync events came for it: wait in the resync lane
 	room   int          // the lane whose look-ahead room it holds, or -1
 	entry  *entry       // its place in the scheduler, while waiting
 	timer  *time.Timer  // while deferred
@@ -56,13 +57,35 @@ type target struct {
 // isUrgent reports whether a message came through a partition's urgent lane.
 func isUrgent(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), "."+urgentToken) }
 
+// isResync reports whether a message came through a partition's resync lane.
+func isResync(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), "."+resyncToken) }
+
 // laneIndex is the index of a partition lane's look-ahead room: 0 urgent, 1
-// the other.
+// normal, 2 resync. The resync lane has room of its own so that a resync
+// backlog never holds the room real changes need.
 func laneIndex(msg jetstream.Msg) int {
-	if isUrgent(msg) {
+	switch {
+	case isUrgent(msg):
 		return 0
+	case isResync(msg):
+		return 2
+	default:
+		return 1
 	}
-	return 1
+}
+
+// lane is the lane t waits in unless its guard sends it to quarantine:
+// urgent once an urgent event came for it, resync while only resync events
+// did, else normal.
+func (t *target) lane() lane {
+	switch {
+	case t.urgent:
+		return laneUrgent
+	case t.resync:
+		return laneResync
+	default:
+		return laneNormal
+	}
 }
 
 // pending is a received message with its decoded request.
@@ -136,16 +159,16 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		return
 	}
 	if t := l.targets[uid]; t != nil {
-		// The other lane brought an event for it meanwhile.
-		up := l.foldLocked(t, pm)
+		// Another lane brought an event for it meanwhile.
+		up, to := l.foldLocked(t, pm)
 		l.mu.Unlock()
 		l.unreserve(room)
 		if up != nil {
-			w.sched.upgrade(up)
+			w.sched.upgrade(up, to)
 		}
 		return
 	}
-	t := &target{uid: uid, key: w.fairKey(pm.req), kind: tgt.GetKind(), pm: pm, urgent: isUrgent(msg), room: room}
+	t := &target{uid: uid, key: w.fairKey(pm.req), kind: tgt.GetKind(), pm: pm, urgent: isUrgent(msg), resync: isResync(msg), room: room}
 	l.targets[uid] = t
 	l.handlers.Add(1)
 	l.mu.Unlock()
@@ -180,22 +203,23 @@ func (l *lease) foldInto(pm *pending) bool {
 		l.mu.Unlock()
 		return false
 	}
-	up := l.foldLocked(t, pm)
+	up, to := l.foldLocked(t, pm)
 	l.mu.Unlock()
 	if up != nil {
-		l.w.sched.upgrade(up)
+		l.w.sched.upgrade(up, to)
 	}
 	return true
 }
 
-// foldLocked folds pm into t and returns t's scheduler entry if the wait
-// must become urgent. The caller holds l.mu.
-func (l *lease) foldLocked(t *target, pm *pending) *entry {
+// foldLocked folds pm into t and, if t waits for a slot, returns its
+// scheduler entry and the lane it should wait in now (the scheduler moves
+// it only to a lane served earlier). The caller holds l.mu.
+func (l *lease) foldLocked(t *target, pm *pending) (*entry, lane) {
 	l.fold(t, pm)
-	if t.urgent && t.state == stateWaiting {
-		return t.entry
+	if t.state == stateWaiting {
+		return t.entry, t.lane()
 	}
-	return nil
+	return nil, laneNormal
 }
 
 // reserve takes look-ahead room in a lane, waiting while the lane has
@@ -241,12 +265,9 @@ func (l *lease) schedule(t *target) {
 		w.metrics.throttled(w.service, t.kind, reason)
 		return
 	}
-	ln := laneNormal
-	switch {
-	case w.guard.suspect(t.uid):
+	ln := t.lane()
+	if w.guard.suspect(t.uid) {
 		ln = laneQuarantine
-	case t.urgent:
-		ln = laneUrgent
 	}
 	t.state = stateWaiting
 	t.entry = &entry{key: t.key, lane: ln, start: func(p pool) { l.start(t, p) }}
@@ -368,6 +389,16 @@ func (l *lease) fold(t *target, pm *pending) {
 		t.pm = pm // a redelivery of the message it waits with
 		return
 	}
+	if isResync(pm.msg) {
+		// Nothing is known to have changed, and the target is handled
+		// anyway: it waits, or runs and re-reads the current state. (A
+		// resync published to a target with a request queued in the same
+		// lane is refused by the stream for the same reason.)
+		_ = pm.msg.Ack()
+		l.w.metrics.coalesced(l.w.service, 1)
+		return
+	}
+	t.resync = false
 	if t.held != nil {
 		// Superseded before it was handled; pm carries the work now.
 		_ = t.held.msg.Ack()

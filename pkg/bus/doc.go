@@ -27,10 +27,24 @@
 // as an XR turning Ready) goes to
 // loom.<service>.<partition>.<targetUID>.urgent instead, the partition's
 // urgent lane, consumed by <service>-pNN-urgent. A target has at most one
-// request in each lane. The owner of a partition consumes both lanes; a
+// request in each lane. The owner of a partition consumes every lane; a
 // free handler slot goes to a waiting urgent request first, and a target
 // waiting for a slot becomes urgent when an urgent event for it arrives, so
 // that urgent work never queues behind a backlog of new work.
+//
+// A resync event (type RESYNC: the watcher's periodic full resync, which
+// says nothing is known to have changed) goes to
+// loom.<service>.<partition>.<targetUID>.resync, the partition's resync
+// lane, consumed by <service>-pNN-resync, and is stored only if no resync
+// of the target is queued there. It is background work: a main-pool slot
+// goes to a resync request only when no urgent or normal request waits, and
+// resync requests hold at most three quarters of the main pool (all of a
+// pool of one), so that a full resync of every object never delays a real
+// change. A change of a target whose resync waits replaces the resync and
+// moves the target to the normal (or urgent) lane; a resync of a target
+// already waiting or running is acknowledged without a run of its own. The
+// urgent and resync consumers are created by the first worker that owns
+// their partition.
 //
 // LOOM_DLQ holds dead letters on loom.dlq.<service>: the original payload and
 // headers plus Loom-Dlq-Reason, -Deliveries, -Subject, -Stream-Seq,
@@ -114,10 +128,11 @@
 // # Within one replica
 //
 // Handlers run with bounded concurrency (WithConcurrency) across targets.
-// Each partition lane keeps up to WithLookahead received targets waiting
-// for a slot in memory (their events get InProgress while they wait); a
-// lane with that many waiting stops pulling. Freed slots go to urgent
-// requests first, then to the others; within a lane, waiting requests are
+// Each partition lane (urgent, normal, resync) keeps up to WithLookahead
+// received targets waiting for a slot in memory (their events get
+// InProgress while they wait); a lane with that many waiting stops pulling.
+// Freed slots go to urgent requests first, then to normal ones, then to
+// resync ones; within a lane, waiting requests are
 // served round-robin across tenant keys (WithFairKey: by default the
 // target's namespace, else a namespaced changed object's or controller's,
 // else a key derived from the target's name), first come, first served
@@ -150,8 +165,9 @@
 // holding no slot and no look-ahead room, with its newest event (and
 // InProgress heartbeats), until its time. Metrics count the deferrals
 // (loom.bus.targets.throttled, by reason), the runs by pool and outcome
-// (loom.bus.handler.runs), the time requests waited for a slot
-// (loom.bus.queue.wait, by lane), and the most runs one target had in a
+// (loom.bus.handler.runs; pool resync for main-pool slots lent to resync
+// requests), the time requests waited for a slot (loom.bus.queue.wait, by
+// lane: urgent, normal, resync, quarantine), and the most runs one target had in a
 // minute (loom.bus.target.runs_per_minute.max).
 //
 // # Outcomes
@@ -185,9 +201,10 @@
 // loom.bus.handle.duration, loom.bus.events.coalesced, loom.bus.dead_letters,
 // loom.bus.redeliveries, loom.bus.partitions.owned, and the gauges
 // loom.bus.consumer.pending and loom.bus.consumer.ack_pending, read from
-// JetStream for the owned partitions at each collection); they cost nothing
-// until a service installs a provider. Events are counted by service, target
-// kind and outcome.
+// JetStream for the urgent and normal lanes of the owned partitions at each
+// collection: the lag KEDA scales on, which leaves the resync lane out);
+// they cost nothing until a service installs a provider. Events are counted
+// by service, target kind and outcome.
 //
 // Package bustest runs embedded NATS servers (single or clustered) for tests
 // and benchmarks.

@@ -34,9 +34,10 @@ type lease struct {
 	fenceC   chan string // a reason to stop at once
 	done     chan struct{}
 
-	// room bounds, per lane (urgent, other), how many targets wait for a
-	// slot: each waiting target holds one token (WithLookahead).
-	room [2]chan struct{}
+	// room bounds, per lane (urgent, normal, resync: see laneIndex), how
+	// many targets wait for a slot: each waiting target holds one token
+	// (WithLookahead).
+	room [3]chan struct{}
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -59,7 +60,7 @@ func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
 		fenceC:   make(chan string, 1),
 		done:     make(chan struct{}),
 		targets:  map[string]*target{},
-		room:     [2]chan struct{}{make(chan struct{}, w.lookahead), make(chan struct{}, w.lookahead)},
+		room:     [3]chan struct{}{make(chan struct{}, w.lookahead), make(chan struct{}, w.lookahead), make(chan struct{}, w.lookahead)},
 	}
 }
 
@@ -171,7 +172,8 @@ func (l *lease) run() {
 	}
 }
 
-// lanes are the consume contexts of a partition's lanes, urgent and other.
+// lanes are the consume contexts of a partition's lanes: urgent, normal and
+// resync.
 type lanes []jetstream.ConsumeContext
 
 // Drain drains every lane.
@@ -193,14 +195,21 @@ func (ls lanes) Closed() <-chan struct{} {
 	return ch
 }
 
-// consume starts pulling the partition's messages, from both lanes.
+// consume starts pulling the partition's messages, from every lane. The
+// urgent and resync consumers are created here when missing (EnsureStreams
+// creates the normal ones only), so that streams made before a lane existed
+// need no migration.
 func (l *lease) consume() (lanes, error) {
 	w := l.w
 	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 	defer cancel()
 	stream := StreamName(w.service)
 	var ls lanes
-	for _, cfg := range []jetstream.ConsumerConfig{w.cfg.urgentConsumerConfig(w.service, l.p), w.cfg.consumerConfig(w.service, l.p)} {
+	for _, cfg := range []jetstream.ConsumerConfig{
+		w.cfg.urgentConsumerConfig(w.service, l.p),
+		w.cfg.consumerConfig(w.service, l.p),
+		w.cfg.resyncConsumerConfig(w.service, l.p),
+	} {
 		cons, err := w.js.Consumer(ctx, stream, cfg.Durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			cons, err = w.js.CreateOrUpdateConsumer(ctx, stream, cfg)

@@ -72,9 +72,9 @@ func newMetrics() *metrics {
 	thr, _ := m.Int64Counter("loom.bus.targets.throttled",
 		metric.WithDescription("Handlings of a target deferred, holding no slot, by service, target kind and reason (backoff: it failed lately; budget: it ran its budget of runs this minute)."))
 	runs, _ := m.Int64Counter("loom.bus.handler.runs",
-		metric.WithDescription("Handler calls, by service, target kind, pool (main, or quarantine for targets that failed or were throttled lately) and failed (true, false)."))
+		metric.WithDescription("Handler calls, by service, target kind, pool (main; resync for main-pool slots lent to resync requests; quarantine for targets that failed or were throttled lately) and failed (true, false)."))
 	qw, _ := m.Float64Histogram("loom.bus.queue.wait", metric.WithUnit("s"),
-		metric.WithDescription("Time a received request waited for a handler slot, by service and lane (urgent, normal, quarantine)."),
+		metric.WithDescription("Time a received request waited for a handler slot, by service and lane (urgent, normal, resync, quarantine)."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	peak, _ := m.Int64ObservableGauge("loom.bus.target.runs_per_minute.max",
 		metric.WithDescription("The most handler runs one target had within one minute on this replica since it started, by service; at most the per-target budget."))
@@ -145,7 +145,10 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 		ctx, cancel := context.WithTimeout(ctx, kvTimeout)
 		defer cancel()
 		for _, p := range w.Owned() {
-			// Both lanes of the partition, summed.
+			// The urgent and normal lanes of the partition, summed: the
+			// lag KEDA scales on. The resync lane is background work
+			// that scaling out must not chase (see the chart's
+			// scaledobject.yaml), and is left out.
 			var pending, ackPending, redelivered int64
 			seen := false
 			for _, name := range []string{ConsumerName(w.service, p), UrgentConsumerName(w.service, p)} {

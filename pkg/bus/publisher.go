@@ -75,13 +75,15 @@ func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
 }
 
 // Publish sends ev to service's work stream, on the subject of its target
-// (ev.Target, or ev.Object when unset). It fills in Source and ObservedTime
-// when they are unset, on a copy: ev itself is never modified. It injects the
-// trace context of ctx into the message headers, and sets Nats-Msg-Id to
-// target UID, object UID, resourceVersion and type when the event has a
-// resourceVersion, so that several publishers (active-active watchers) store
-// each change once within Config.DuplicateWindow. Events without a
-// resourceVersion are never deduplicated.
+// (ev.Target, or ev.Object when unset) in the lane the event asks for:
+// resync (ev.Type RESYNC, urgent or not), urgent (ev.Urgent) or normal. It
+// fills in Source and ObservedTime when they are unset, on a copy: ev itself
+// is never modified. It injects the trace context of ctx into the message
+// headers, and sets Nats-Msg-Id to target UID, object UID, resourceVersion
+// and type when the event has a resourceVersion, so that several publishers
+// (active-active watchers) store each change once within
+// Config.DuplicateWindow. Events without a resourceVersion are never
+// deduplicated.
 //
 // Publish blocks while WithMaxInFlight events await their acknowledgement, and
 // returns an error if ev is invalid, ctx ends while it waits, the event
@@ -182,30 +184,39 @@ func (p *Publisher) message(service string, ev *eventsv1.Event) (*nats.Msg, erro
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode event: %w", err)
 	}
-	subject := WorkSubject(service, p.cfg.Partitions, target.GetUid())
-	if ev.GetUrgent() {
+	resync := ev.GetType() == eventsv1.EventType_EVENT_TYPE_RESYNC
+	var subject string
+	switch {
+	case resync:
+		// Background work, served only when no real change waits; never
+		// urgent, since nothing is known to have changed.
+		subject = ResyncWorkSubject(service, p.cfg.Partitions, target.GetUid())
+	case ev.GetUrgent():
 		subject = UrgentWorkSubject(service, p.cfg.Partitions, target.GetUid())
+	default:
+		subject = WorkSubject(service, p.cfg.Partitions, target.GetUid())
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = data
 	if id := MsgID(ev); id != "" {
 		msg.Header.Set(HeaderMsgID, id)
 	}
-	if ev.GetType() == eventsv1.EventType_EVENT_TYPE_RESYNC {
-		// A resync says nothing is known to have changed. If a request for
-		// the target is already queued or being handled, that handling
-		// re-reads the current state anyway. Publishing would only replace
-		// the queued request and so move the target to the back of its
-		// partition: under a standing backlog, a target resynced more often
-		// than the queue drains would never be handled. So a resync is
-		// stored only where its target has no request (see alreadyQueued).
+	if resync {
+		// A resync says nothing is known to have changed. Publishing it
+		// over a resync already queued for the target would only move the
+		// target to the back of its resync lane: under a standing backlog,
+		// a target resynced more often than the lane drains would never be
+		// handled. So a resync is stored only where its target has no
+		// resync queued (see alreadyQueued); one that arrives while the
+		// target has a request in another lane is acknowledged by the
+		// worker without a run of its own (see lease.fold).
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	}
 	return msg, nil
 }
 
 // alreadyQueued reports whether err is the stream refusing a resync because
-// its target already has a request: that is the outcome the resync wanted.
+// its target already has one queued: that is the outcome the resync wanted.
 // Replicated streams report the refusal with another code.
 func alreadyQueued(err error) bool {
 	var apiErr *jetstream.APIError

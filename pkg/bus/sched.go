@@ -8,28 +8,37 @@ import (
 // pool names the handler slots a request runs in: the main pool, which
 // every target that has not failed lately shares, or the quarantine pool of
 // suspect targets (see guard), so that a target that keeps failing or timing
-// out never holds a slot a healthy one waits for.
+// out never holds a slot a healthy one waits for. poolResync is a main-pool
+// slot lent to a resync run, counted apart so that resync runs never hold
+// the whole main pool.
 type pool int
 
 const (
 	poolMain pool = iota
 	poolQuarantine
+	poolResync
 )
 
 func (p pool) String() string {
-	if p == poolQuarantine {
+	switch p {
+	case poolQuarantine:
 		return "quarantine"
+	case poolResync:
+		return "resync"
+	default:
+		return "main"
 	}
-	return "main"
 }
 
-// lane is where a waiting request queues for a slot: the urgent and normal
-// lanes share the main pool (urgent first); the quarantine lane has its own.
+// lane is where a waiting request queues for a slot: the urgent, normal and
+// resync lanes share the main pool, served in that order; the quarantine
+// lane has its own. Lanes are declared in the order they are served.
 type lane int
 
 const (
 	laneUrgent lane = iota
 	laneNormal
+	laneResync
 	laneQuarantine
 )
 
@@ -37,6 +46,8 @@ func (l lane) String() string {
 	switch l {
 	case laneUrgent:
 		return "urgent"
+	case laneResync:
+		return "resync"
 	case laneQuarantine:
 		return "quarantine"
 	default:
@@ -45,10 +56,21 @@ func (l lane) String() string {
 }
 
 func (l lane) pool() pool {
-	if l == laneQuarantine {
+	switch l {
+	case laneQuarantine:
 		return poolQuarantine
+	case laneResync:
+		return poolResync
+	default:
+		return poolMain
 	}
-	return poolMain
+}
+
+// resyncSlots is how many slots of a main pool of n resync runs may hold at
+// once: all but a quarter (at least one), so that a real change finds a
+// free slot at once even while a resync runs; all of a pool of one.
+func resyncSlots(n int) int {
+	return max(1, n-max(1, n/4))
 }
 
 // entry is one request waiting for a handler slot.
@@ -63,20 +85,22 @@ type entry struct {
 
 // scheduler bounds how many handlers of a Worker run at once and decides
 // who runs next. The main pool's free slots go to urgent requests first,
-// then to normal ones; within a lane, requests are served round-robin across
-// tenant keys (first come, first served within one key), so that a burst of
-// one tenant does not make another's request wait behind all of it. Suspect
-// targets run only in the quarantine pool.
+// then to normal ones, and to resync requests only when neither waits (and
+// then to at most resyncSlots at once); within a lane, requests are served
+// round-robin across tenant keys (first come, first served within one key),
+// so that a burst of one tenant does not make another's request wait behind
+// all of it. Suspect targets run only in the quarantine pool.
 type scheduler struct {
 	mu      sync.Mutex
 	free    int // free slots of the main pool
+	rfree   int // main-pool slots resync runs may still take
 	qfree   int // free slots of the quarantine pool
-	lanes   [3]fairQueue
+	lanes   [4]fairQueue
 	observe func(l lane, waited time.Duration)
 }
 
 func newScheduler(main, quarantine int, observe func(lane, time.Duration)) *scheduler {
-	s := &scheduler{free: main, qfree: quarantine, observe: observe}
+	s := &scheduler{free: main, rfree: resyncSlots(main), qfree: quarantine, observe: observe}
 	for i := range s.lanes {
 		s.lanes[i].byKey = map[string][]*entry{}
 	}
@@ -97,9 +121,13 @@ func (s *scheduler) add(e *entry) {
 // release frees a slot of p, which goes to the next waiter at once.
 func (s *scheduler) release(p pool) {
 	s.mu.Lock()
-	if p == poolQuarantine {
+	switch p {
+	case poolQuarantine:
 		s.qfree++
-	} else {
+	case poolResync:
+		s.rfree++
+		s.free++
+	default:
 		s.free++
 	}
 	granted := s.dispatch()
@@ -120,26 +148,32 @@ func (s *scheduler) remove(e *entry) bool {
 	return true
 }
 
-// upgrade moves a waiting normal request to the urgent lane.
-func (s *scheduler) upgrade(e *entry) {
+// upgrade moves a waiting request of the main pool to lane to if to is
+// served before its own: a normal one to the urgent lane, a resync one to
+// the normal or urgent lane. It does nothing otherwise.
+func (s *scheduler) upgrade(e *entry, to lane) {
 	s.mu.Lock()
-	if !e.queued || e.lane != laneNormal {
+	if !e.queued || e.lane == laneQuarantine || to >= e.lane {
 		s.mu.Unlock()
 		return
 	}
-	s.lanes[laneNormal].remove(e)
-	e.lane = laneUrgent
-	s.lanes[laneUrgent].push(e)
+	s.lanes[e.lane].remove(e)
+	e.lane = to
+	s.lanes[to].push(e)
 	granted := s.dispatch()
 	s.mu.Unlock()
 	s.start(granted)
 }
 
-// waiting returns how many requests wait in each lane.
-func (s *scheduler) waiting() (urgent, normal, quarantine int) {
+// waiting returns how many requests wait in each lane, indexed by lane.
+func (s *scheduler) waiting() [4]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lanes[laneUrgent].n, s.lanes[laneNormal].n, s.lanes[laneQuarantine].n
+	var n [4]int
+	for i := range s.lanes {
+		n[i] = s.lanes[i].n
+	}
+	return n
 }
 
 // dispatch takes slots for as many waiters as can start. The caller holds
@@ -150,6 +184,11 @@ func (s *scheduler) dispatch() []*entry {
 		e := s.lanes[laneUrgent].pop()
 		if e == nil {
 			e = s.lanes[laneNormal].pop()
+		}
+		if e == nil && s.rfree > 0 {
+			if e = s.lanes[laneResync].pop(); e != nil {
+				s.rfree--
+			}
 		}
 		if e == nil {
 			break

@@ -223,3 +223,44 @@ func TestGuardBudget(t *testing.T) {
 		t.Errorf("delay once the oldest run left the window: got %s, want 0", d)
 	}
 }
+
+// The resync lane takes main-pool slots only when no urgent or normal
+// request waits, and never the last quarter of the pool; a resync request
+// upgraded by a real change is served as one.
+func TestSchedulerResyncLane(t *testing.T) {
+	var got []string
+	s := newScheduler(4, 1, nil)
+	add := func(name string, ln lane) *entry {
+		e := &entry{key: "ns/a", lane: ln, start: func(p pool) { got = append(got, name+"@"+p.String()) }}
+		s.add(e)
+		return e
+	}
+	step := func(what string, want ...string) {
+		t.Helper()
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: grants -want, +got:\n%s", what, diff)
+		}
+		got = nil
+	}
+
+	for _, n := range []string{"r1", "r2", "r3", "r4"} {
+		add(n, laneResync)
+	}
+	step("four resyncs with four free slots", "r1@resync", "r2@resync", "r3@resync")
+	add("n1", laneNormal)
+	step("a change with one slot left", "n1@main")
+	add("n2", laneNormal)
+	r5 := add("r5", laneResync)
+	step("a change and a resync with no slot left")
+	s.release(poolResync)
+	step("a resync slot freed while a change waits", "n2@main")
+	s.upgrade(r5, laneNormal)
+	s.upgrade(r5, laneResync) // never downwards
+	s.release(poolMain)
+	step("a slot freed while an upgraded resync and an older resync wait", "r5@main")
+	s.release(poolMain)
+	step("a slot freed while only a resync waits", "r4@resync")
+	if n := s.waiting(); n != [4]int{} {
+		t.Errorf("waiting %v; want none", n)
+	}
+}

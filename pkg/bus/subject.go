@@ -29,10 +29,22 @@ const urgentToken = "urgent"
 
 // UrgentWorkSubject is the subject of an urgent work request for a target
 // (eventsv1.Event.Urgent): loom.<service>.<partition>.<uid>.urgent. A target
-// has at most one request in each lane; both lanes of a partition are
+// has at most one request in each lane; every lane of a partition is
 // consumed by its owner, the urgent one first.
 func UrgentWorkSubject(service string, partitions int, uid string) string {
 	return WorkSubject(service, partitions, uid) + "." + urgentToken
+}
+
+// resyncToken ends the subject of a request in its target's resync lane.
+const resyncToken = "resync"
+
+// ResyncWorkSubject is the subject of a resync request for a target
+// (eventsv1.EventType_EVENT_TYPE_RESYNC: nothing is known to have changed):
+// loom.<service>.<partition>.<uid>.resync. The owner of a partition serves
+// its resync lane only with main-pool slots no urgent or normal request
+// waits for, so that a periodic full resync never delays a real change.
+func ResyncWorkSubject(service string, partitions int, uid string) string {
+	return WorkSubject(service, partitions, uid) + "." + resyncToken
 }
 
 // DeadLetterSubject is the dead-letter subject of a service: loom.dlq.<service>.
@@ -45,21 +57,15 @@ func partitionFilter(service string, partition int) string {
 	return fmt.Sprintf("%s.%s.%d.*", subjectPrefix, service, partition)
 }
 
-// urgentPartitionFilter is the filter subject of one partition's urgent
-// consumer.
-func urgentPartitionFilter(service string, partition int) string {
-	return partitionFilter(service, partition) + "." + urgentToken
-}
-
-// parseWorkSubject splits a work subject, of either lane, into its service,
+// parseWorkSubject splits a work subject, of any lane, into its service,
 // partition and target UID.
 func parseWorkSubject(subject string) (service string, partition int, uid string, err error) {
 	parts := strings.Split(subject, ".")
-	if len(parts) == 5 && parts[4] == urgentToken {
+	if len(parts) == 5 && (parts[4] == urgentToken || parts[4] == resyncToken) {
 		parts = parts[:4]
 	}
 	if len(parts) != 4 || parts[0] != subjectPrefix || parts[1] == dlqToken {
-		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>[.%s]", subject, subjectPrefix, urgentToken)
+		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>[.%s|.%s]", subject, subjectPrefix, urgentToken, resyncToken)
 	}
 	p, err := strconv.Atoi(parts[2])
 	if err != nil || p < 0 {

@@ -18,13 +18,14 @@ type blocker struct {
 	mu      sync.Mutex
 	order   []string
 	urgent  map[string]bool
+	types   map[string]eventsv1.EventType
 	started chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
 func newBlocker() *blocker {
-	return &blocker{urgent: map[string]bool{}, started: make(chan struct{}), release: make(chan struct{})}
+	return &blocker{urgent: map[string]bool{}, types: map[string]eventsv1.EventType{}, started: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (b *blocker) Handle(ctx context.Context, r bus.Request) (bus.Result, error) {
@@ -41,6 +42,7 @@ func (b *blocker) Handle(ctx context.Context, r bus.Request) (bus.Result, error)
 	defer b.mu.Unlock()
 	b.order = append(b.order, r.Target.GetUid())
 	b.urgent[r.Target.GetUid()] = r.Event.GetUrgent()
+	b.types[r.Target.GetUid()] = r.Event.GetType()
 	return bus.Result{}, nil
 }
 

@@ -130,12 +130,12 @@ func NewWorker(nc *nats.Conn, js jetstream.JetStream, service, replicaID string,
 }
 
 // Waiting returns how many received requests wait for a handler slot
-// (WithConcurrency), in the urgent lane and in the others (normal and
-// quarantine); at most WithLookahead per partition lane. Deferred requests
-// (backoff, budget) do not count.
+// (WithConcurrency), in the urgent lane and in the others (normal, resync
+// and quarantine); at most WithLookahead per partition lane. Deferred
+// requests (backoff, budget) do not count.
 func (w *Worker) Waiting() (urgent, other int) {
-	u, n, q := w.sched.waiting()
-	return u, n + q
+	n := w.sched.waiting()
+	return n[laneUrgent], n[laneNormal] + n[laneResync] + n[laneQuarantine]
 }
 
 // Ready reports whether Run is running, the connection is up and this

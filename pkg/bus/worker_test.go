@@ -745,10 +745,11 @@ func TestHandlerTimeout(t *testing.T) {
 	}
 }
 
-// A resync never displaces a queued request: replacing it would move its
-// target to the back of the partition, and a target resynced more often than
-// a backlog drains would never be handled. A change still replaces it, and a
-// resync of a target with nothing queued is stored.
+// A resync never displaces a queued request: it goes to its target's
+// resync lane, where it is stored only if no resync of the target is
+// queued there (replacing that one would move the target to the back of
+// the lane, and a target resynced more often than a backlog drains would
+// never be handled). A change still replaces a queued change.
 func TestResyncKeepsQueuedRequest(t *testing.T) {
 	h := newHarness(t, testConfig())
 	p := h.publisher()
@@ -778,16 +779,20 @@ func TestResyncKeepsQueuedRequest(t *testing.T) {
 
 	publish(event(uid(1), 1))
 	publish(resync(uid(1), 1))
-	if first, last, msgs := state(); first != 1 || last != 1 || msgs != 1 {
-		t.Errorf("after a resync of a queued target: first=%d last=%d msgs=%d; want the queued request kept (1, 1, 1)", first, last, msgs)
+	if first, last, msgs := state(); first != 1 || last != 2 || msgs != 2 {
+		t.Errorf("after a resync of a target with a queued change: first=%d last=%d msgs=%d; want the change kept and the resync stored in its lane (1, 2, 2)", first, last, msgs)
+	}
+	publish(resync(uid(1), 2))
+	if first, last, msgs := state(); first != 1 || last != 2 || msgs != 2 {
+		t.Errorf("after a resync of a target with a queued resync: first=%d last=%d msgs=%d; want the queued resync kept (1, 2, 2)", first, last, msgs)
 	}
 	publish(event(uid(1), 2))
-	if first, last, msgs := state(); first != 2 || last != 2 || msgs != 1 {
-		t.Errorf("after a change of a queued target: first=%d last=%d msgs=%d; want it replaced (2, 2, 1)", first, last, msgs)
+	if first, last, msgs := state(); first != 2 || last != 3 || msgs != 2 {
+		t.Errorf("after a change of a target with a queued change: first=%d last=%d msgs=%d; want it replaced (2, 3, 2)", first, last, msgs)
 	}
 	publish(resync(uid(2), 7))
-	if _, last, msgs := state(); last != 3 || msgs != 2 {
-		t.Errorf("after a resync of a target with nothing queued: last=%d msgs=%d; want it stored (3, 2)", last, msgs)
+	if _, last, msgs := state(); last != 4 || msgs != 3 {
+		t.Errorf("after a resync of a target with nothing queued: last=%d msgs=%d; want it stored (4, 3)", last, msgs)
 	}
 }
 

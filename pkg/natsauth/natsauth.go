@@ -140,9 +140,11 @@ func (p *permissions) setup(services ...string) {
 		stream := bus.StreamName(s)
 		p.streamAdmin(stream)
 		// Partition consumers <service>-pNN filtered to loom.<service>.<p>.*,
-		// and <service>-pNN-urgent to loom.<service>.<p>.*.urgent.
+		// <service>-pNN-urgent to loom.<service>.<p>.*.urgent and
+		// <service>-pNN-resync to loom.<service>.<p>.*.resync.
 		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*")
 		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*.urgent")
+		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*.resync")
 	}
 	p.streamAdmin(bus.DeadLetterStream)
 	// Creating a key-value bucket reads the account's JetStream limits.
