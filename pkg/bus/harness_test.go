@@ -30,6 +30,17 @@ func testConfig() bus.Config {
 	}
 }
 
+// heldConfig is testConfig for tests that hold a handler slot busy while
+// requests wait: its lease lives a minute, because on a loaded machine a
+// renewal late by a second would make the worker give up the partition,
+// abandon the waiting requests and wait for the held handler before taking
+// the partition again, and the test would see nothing waiting.
+func heldConfig() bus.Config {
+	cfg := testConfig()
+	cfg.LeaseTTL = time.Minute
+	return cfg
+}
+
 // testLogger logs to stderr when LOOM_TEST_LOG is set, else nowhere.
 func testLogger() *slog.Logger {
 	if os.Getenv("LOOM_TEST_LOG") != "" {

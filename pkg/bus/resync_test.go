@@ -27,7 +27,7 @@ func inTenantA(ev *eventsv1.Event) *eventsv1.Event { ev.Object.Namespace = "tena
 // is full, or the lane waits for the others) is not redelivered meanwhile,
 // so that every target is handled exactly once.
 func resyncConfig() bus.Config {
-	cfg := testConfig()
+	cfg := heldConfig()
 	cfg.AckWait = time.Minute
 	return cfg
 }

@@ -88,7 +88,7 @@ func urgent(ev *eventsv1.Event) *eventsv1.Event { ev.Urgent = true; return ev }
 // partition: with one handler slot busy and a request of every partition
 // waiting for it, the urgent one that arrives last is handled next.
 func TestUrgentLaneFirst(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, heldConfig())
 	p := h.publisher()
 	b := newBlocker()
 	// The first request occupies the only slot; then one request per
@@ -135,7 +135,7 @@ func firstOf(h *harness, pt int) string {
 // slot makes that wait urgent: the target is handled next, with the urgent
 // event.
 func TestUrgentLaneUpgradesWaitingTarget(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, heldConfig())
 	p := h.publisher()
 	b := newBlocker()
 	busy := uid(0)
