@@ -1,3 +1,5 @@
+//go:build !fieldpath_upstream
+
 package fieldpath
 
 import (

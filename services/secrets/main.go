@@ -61,6 +61,7 @@ type flags struct {
 	worker        service.WorkerFlags
 	kube          service.KubeFlags
 	memoSize      int
+	xrMemoSize    int
 	definitionTTL time.Duration
 	grpc          grpcFlags
 }
@@ -76,6 +77,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	f.kube.Register(fs, "LOOM_SECRETS", 200, 400)
 	fs.IntVar(&f.memoSize, "memo-size", service.EnvInt("LOOM_SECRETS_MEMO_SIZE", secret.DefaultMemoSize),
 		"connection Secrets whose last write this replica remembers; beyond it the least recently used cost a read again (env LOOM_SECRETS_MEMO_SIZE)")
+	fs.IntVar(&f.xrMemoSize, "xr-memo-size", service.EnvInt("LOOM_SECRETS_XR_MEMO_SIZE", composite.DefaultMemoSize),
+		"XRs and claims whose last reported key conflicts, composed-resource templates and claim generations this replica remembers; beyond it the least recently used are read or reported again (env LOOM_SECRETS_XR_MEMO_SIZE)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_SECRETS_DEFINITION_TTL", definition.DefaultTTL),
 		"how long XRDs and Compositions are cached; a changed connectionSecretKeys applies within it (env LOOM_SECRETS_DEFINITION_TTL)")
 	fs.StringVar(&f.grpc.addr, "grpc-addr", os.Getenv("LOOM_SECRETS_GRPC_ADDR"),
@@ -132,8 +135,9 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	store = secret.New(c, trk, secret.WithMemoSize(f.memoSize))
 
 	xrs := composite.NewReconciler(c, definition.New(c, f.definitionTTL), store, trk,
-		composite.WithLogger(rt.Log), composite.WithRecorder(rec), composite.WithStagingNamespace(f.grpc.namespace))
-	h := route.NewHandler(xrs, c, b.Publisher, bus.Secrets, rt.Log, b.Source)
+		composite.WithLogger(rt.Log), composite.WithRecorder(rec), composite.WithStagingNamespace(f.grpc.namespace),
+		composite.WithMemoSize(f.xrMemoSize))
+	h := route.NewHandler(xrs, c, b.Publisher, bus.Secrets, rt.Log, b.Source, route.WithMemoSize(f.xrMemoSize))
 	opts, err := f.worker.Options()
 	if err != nil {
 		return err

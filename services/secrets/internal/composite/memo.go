@@ -4,7 +4,74 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 )
+
+// DefaultMemoSize is how many XRs a replica's memos remember by default.
+const DefaultMemoSize = 16384
+
+// memo is a bounded per-XR memory of a replica: least-recently-used caches,
+// so that above its size only the XRs used longest ago are forgotten (a
+// forgotten XR is read or reported again on its next reconcile) instead of
+// all of them at once.
+type memo struct {
+	// conflicts holds, per XR, the key conflicts last reported, so that
+	// each new set is reported once.
+	conflicts *lru.Cache // types.UID to the encoding of its conflicts
+	// templates holds, per XR, the template of each composed resource it
+	// references, so that resources whose template contributes nothing are
+	// not read again. A composed resource keeps its template for life (its
+	// name is derived from it), so entries never go stale.
+	templates *lru.Cache // types.UID to map[string]string, ref to template
+	// mu guards the maps templates holds.
+	mu sync.Mutex
+}
+
+func newMemo(size int) *memo {
+	return &memo{conflicts: lru.New(size), templates: lru.New(size)}
+}
+
+// conflictsChanged reports whether the encoding of xr's conflicts differs
+// from the one last recorded (unknown counts as changed unless there are
+// none), and records it.
+func (m *memo) conflictsChanged(xr types.UID, conflicts string) bool {
+	prev, known := m.conflicts.Get(xr)
+	m.conflicts.Add(xr, conflicts)
+	if !known {
+		return conflicts != ""
+	}
+	return prev.(string) != conflicts //nolint:forcetypeassert // Only strings are stored.
+}
+
+// template returns the template recorded for the composed resource ref of
+// xr.
+func (m *memo) template(xr types.UID, ref string) (string, bool) {
+	v, ok := m.templates.Get(xr)
+	if !ok {
+		return "", false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tmpl, ok := v.(map[string]string)[ref] //nolint:forcetypeassert // Only such maps are stored.
+	return tmpl, ok
+}
+
+// putTemplate records the template of the composed resource ref of xr.
+func (m *memo) putTemplate(xr types.UID, ref, tmpl string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.templates.Get(xr); ok {
+		v.(map[string]string)[ref] = tmpl //nolint:forcetypeassert // Only such maps are stored.
+		return
+	}
+	m.templates.Add(xr, map[string]string{ref: tmpl})
+}
+
+// forget drops what is recorded for a gone XR.
+func (m *memo) forget(xr types.UID) {
+	m.conflicts.Remove(xr)
+	m.templates.Remove(xr)
+}
 
 // forget drops what is recorded for a gone XR.
 func (r *Reconciler) forget(uid types.UID) {
@@ -12,48 +79,5 @@ func (r *Reconciler) forget(uid types.UID) {
 		return
 	}
 	r.tracker.Forget(uid)
-	r.templates.forget(uid)
-	r.mu.Lock()
-	delete(r.conflicts, uid)
-	r.mu.Unlock()
-}
-
-// templateMemo is a bounded map from XR UID and composed resource reference
-// to the resource's template name. A composed resource keeps its template
-// for life (its name is derived from it), so entries never go stale.
-type templateMemo struct {
-	mu  sync.Mutex
-	max int
-	m   map[types.UID]map[string]string
-}
-
-func newTemplateMemo(max int) *templateMemo {
-	return &templateMemo{max: max, m: map[types.UID]map[string]string{}}
-}
-
-func (t *templateMemo) get(xr types.UID, ref string) (string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tmpl, ok := t.m[xr][ref]
-	return tmpl, ok
-}
-
-func (t *templateMemo) put(xr types.UID, ref, tmpl string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	refs := t.m[xr]
-	if refs == nil {
-		if len(t.m) >= t.max {
-			t.m = map[types.UID]map[string]string{}
-		}
-		refs = map[string]string{}
-		t.m[xr] = refs
-	}
-	refs[ref] = tmpl
-}
-
-func (t *templateMemo) forget(xr types.UID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.m, xr)
+	r.memo.forget(uid)
 }

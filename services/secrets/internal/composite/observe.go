@@ -42,7 +42,7 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 			continue
 		}
 		refKey := apiVersion + "/" + kind + "/" + ns + "/" + name
-		if tmpl, ok := r.templates.get(st.xr.GetUID(), refKey); ok && !contributes(st.comp.Plan, tmpl) {
+		if tmpl, ok := r.memo.template(st.xr.GetUID(), refKey); ok && !contributes(st.comp.Plan, tmpl) {
 			// Its template contributes nothing: no need to read it.
 			continue
 		}
@@ -61,7 +61,7 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 		if tmpl == "" {
 			continue
 		}
-		r.templates.put(st.xr.GetUID(), refKey, tmpl)
+		r.memo.putTemplate(st.xr.GetUID(), refKey, tmpl)
 		uids = append(uids, obj.GetUID())
 		o := connection.Observed{Name: tmpl, Object: obj.Object, Prefix: obj.GetAnnotations()[connection.AnnotationPrefix]}
 		sn, _, _ := unstructured.NestedString(obj.Object, "spec", fieldWriteConnection, "name")

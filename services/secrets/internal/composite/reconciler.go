@@ -63,7 +63,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -148,16 +147,7 @@ type Reconciler struct {
 	now     func() time.Time
 	// staging is the namespace of the staging Secrets of Pipeline XRs.
 	staging string
-
-	// conflicts remembers, per XR, the key conflicts last reported, so that
-	// each new set is reported once.
-	mu        sync.Mutex
-	conflicts map[types.UID]string
-
-	// templates remembers, per XR, the template of each composed resource
-	// it references, so that resources whose template contributes nothing
-	// are not read again.
-	templates *templateMemo
+	memo    *memo
 }
 
 // An Option configures a Reconciler.
@@ -174,10 +164,21 @@ func WithLogger(l *slog.Logger) Option { return func(rc *Reconciler) { rc.log = 
 // its staging.Server writes them.
 func WithStagingNamespace(ns string) Option { return func(rc *Reconciler) { rc.staging = ns } }
 
+// WithMemoSize sets how many XRs the reconciler's memos remember (default
+// DefaultMemoSize); beyond it the least recently used are forgotten. n <= 0
+// keeps the default.
+func WithMemoSize(n int) Option {
+	return func(rc *Reconciler) {
+		if n > 0 {
+			rc.memo = newMemo(n)
+		}
+	}
+}
+
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, s Store, t Tracker, o ...Option) *Reconciler {
 	r := &Reconciler{client: c, defs: d, store: s, tracker: t, rec: event.Nop, log: slog.Default(), now: time.Now, staging: staging.DefaultNamespace,
-		conflicts: map[types.UID]string{}, templates: newTemplateMemo(16384)}
+		memo: newMemo(DefaultMemoSize)}
 	for _, fn := range o {
 		fn(r)
 	}

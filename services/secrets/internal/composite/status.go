@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/condition"
@@ -108,15 +107,7 @@ func (r *Reconciler) reportConflicts(st *xrState, cs []connection.Conflict) {
 		b.WriteString(c.String())
 		b.WriteByte('\n')
 	}
-	uid := st.xr.GetUID()
-	r.mu.Lock()
-	prev, known := r.conflicts[uid]
-	if len(r.conflicts) >= 16384 {
-		r.conflicts = map[types.UID]string{}
-	}
-	r.conflicts[uid] = b.String()
-	r.mu.Unlock()
-	if (known && prev == b.String()) || (!known && len(cs) == 0) {
+	if !r.memo.conflictsChanged(st.xr.GetUID(), b.String()) {
 		return
 	}
 	for _, c := range cs {

@@ -19,13 +19,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 
 	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
@@ -47,8 +47,22 @@ type Publisher interface {
 	Publish(ctx context.Context, service string, ev *eventsv1.Event) error
 }
 
-// maxClaims bounds the claims whose generation a Handler remembers.
-const maxClaims = 65536
+// DefaultMemoSize bounds the claims whose generation a Handler remembers.
+const DefaultMemoSize = 65536
+
+// An Option configures a Handler.
+type Option func(*Handler)
+
+// WithMemoSize sets how many claims' generations the Handler remembers
+// (default DefaultMemoSize); beyond it the least recently seen are
+// forgotten. n <= 0 keeps the default.
+func WithMemoSize(n int) Option {
+	return func(h *Handler) {
+		if n > 0 {
+			h.claims = lru.New(n)
+		}
+	}
+}
 
 // Handler is the secrets service's reconcile.Handler. It is safe for concurrent
 // use.
@@ -62,15 +76,21 @@ type Handler struct {
 	log     *slog.Logger
 	source  string
 
-	mu     sync.Mutex
-	claims map[types.UID]int64
+	// claims holds, per claim, the generation last handled: a bounded
+	// least-recently-used cache, so that above its size only the claims
+	// seen longest ago are requeued again on their next event.
+	claims *lru.Cache // types.UID to int64
 }
 
 // NewHandler returns a Handler that reconciles XRs with xrs and reads
 // claims through c, requeueing their XRs through pub on service's (its own)
 // work stream.
-func NewHandler(xrs Reconciler, c Client, pub Publisher, service string, log *slog.Logger, source string) *Handler {
-	return &Handler{xrs: xrs, client: c, pub: pub, service: service, log: log, source: source, claims: map[types.UID]int64{}}
+func NewHandler(xrs Reconciler, c Client, pub Publisher, service string, log *slog.Logger, source string, o ...Option) *Handler {
+	h := &Handler{xrs: xrs, client: c, pub: pub, service: service, log: log, source: source, claims: lru.New(DefaultMemoSize)}
+	for _, fn := range o {
+		fn(h)
+	}
+	return h
 }
 
 // Handle handles one target.
@@ -145,23 +165,14 @@ func (h *Handler) claim(ctx context.Context, r reconcile.Request, gvk schema.Gro
 
 // seen reports whether the claim's generation was handled already.
 func (h *Handler) seen(uid types.UID, gen int64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	g, ok := h.claims[uid]
-	return ok && g == gen
+	g, ok := h.claims.Get(uid)
+	return ok && g.(int64) == gen //nolint:forcetypeassert // Only int64s are stored.
 }
 
 func (h *Handler) record(claim *unstructured.Unstructured) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.claims) >= maxClaims {
-		h.claims = map[types.UID]int64{}
-	}
-	h.claims[claim.GetUID()] = claim.GetGeneration()
+	h.claims.Add(claim.GetUID(), claim.GetGeneration())
 }
 
 func (h *Handler) forget(uid types.UID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.claims, uid)
+	h.claims.Remove(uid)
 }
