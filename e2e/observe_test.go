@@ -29,7 +29,7 @@ func TestObserve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var progress io.Writer = io.Discard
+	progress := io.Writer(io.Discard)
 	if testing.Verbose() {
 		progress = os.Stderr
 	}

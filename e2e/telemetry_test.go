@@ -138,7 +138,7 @@ func TestTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var progress io.Writer = io.Discard
+	progress := io.Writer(io.Discard)
 	if testing.Verbose() {
 		progress = os.Stderr
 	}

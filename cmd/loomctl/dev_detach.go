@@ -42,7 +42,7 @@ func devDetach(out io.Writer, f *devFlags) error {
 	if pid, ok := supervisorPID(f.stateDir); ok {
 		return fmt.Errorf("a stack is already running in %s (pid %d); run `loomctl dev down` first", f.stateDir, pid)
 	}
-	if err := os.MkdirAll(f.stateDir, 0o755); err != nil {
+	if err := os.MkdirAll(f.stateDir, 0o750); err != nil {
 		return fmt.Errorf("cannot create state folder: %w", err)
 	}
 	statusPath := filepath.Join(f.stateDir, devStatusFile)
@@ -126,7 +126,7 @@ func devSupervise(f *devFlags) error {
 	signal.Ignore(syscall.SIGHUP)
 
 	pidPath := filepath.Join(f.stateDir, devPIDFile)
-	if err := os.WriteFile(pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		return fmt.Errorf("cannot write %s: %w", pidPath, err)
 	}
 	defer os.Remove(pidPath)
@@ -155,7 +155,7 @@ func writeStatus(dir string, st devStatus) error {
 		return fmt.Errorf("cannot encode status: %w", err)
 	}
 	p := filepath.Join(dir, devStatusFile)
-	if err := os.WriteFile(p+".tmp", b, 0o644); err != nil {
+	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
 		return fmt.Errorf("cannot write status: %w", err)
 	}
 	if err := os.Rename(p+".tmp", p); err != nil {

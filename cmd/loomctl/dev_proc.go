@@ -12,7 +12,7 @@ import (
 // stackProgramNames are the programs a stack runs; only processes of these
 // programs are ever killed by `dev down`, never a shell that happens to
 // mention the state folder.
-var stackProgramNames = map[string]bool{
+var stackProgramNames = map[string]bool{ //nolint:gochecknoglobals // Treated as a constant.
 	"etcd": true, "kube-apiserver": true, "kube-controller-manager": true,
 	"watcher": true, "renderer": true, "binder": true, "secrets": true, "rbac-manager": true,
 	"provider-nop": true, "loomctl": true,
@@ -107,6 +107,6 @@ func waitGone(pids []int, timeout time.Duration) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // Polls another process's liveness; there is nothing to wait on.
 	}
 }

@@ -13,7 +13,7 @@ import (
 // commands holds the constructors of loomctl's subcommands. Each subcommand
 // lives in its own file and registers itself from an init function, so that
 // adding one never touches this file.
-var commands []func() *cobra.Command
+var commands []func() *cobra.Command //nolint:gochecknoglobals // Written only by init functions.
 
 func register(c func() *cobra.Command) { commands = append(commands, c) }
 

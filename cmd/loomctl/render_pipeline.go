@@ -123,6 +123,8 @@ func renderFunctions(ctx context.Context, in renderInputs) (renderOutputs, error
 		if len(unready) == 0 {
 			unready = []string{"(the pipeline marked the composite resource not ready)"}
 		}
+	case fn.ReadyUnspecified:
+		// Readiness follows the composed resources.
 	}
 	setReadyCondition(out.Composite, unready)
 	for _, r := range res.Results {
@@ -196,6 +198,8 @@ func composedReady(r fn.Ready, observed *unstructured.Unstructured) bool {
 		return true
 	case fn.ReadyFalse:
 		return false
+	case fn.ReadyUnspecified:
+		// The observed resource decides, below.
 	}
 	if observed == nil {
 		return false

@@ -151,10 +151,10 @@ func (p *crossplaneProcess) stop() error {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.done: //nolint:errcheck // Stopped on purpose: its exit status says nothing.
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		<-p.done //nolint:errcheck // As above.
 	}
 	return nil
 }

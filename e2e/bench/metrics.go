@@ -184,17 +184,6 @@ func (c requestCounts) byResource(keep func(requestKey) bool) map[string]float64
 	return out
 }
 
-// codes sums the series of keep by HTTP status code.
-func (c requestCounts) codes(keep func(requestKey) bool) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range c {
-		if keep(k) {
-			out[k.Code] += v
-		}
-	}
-	return out
-}
-
 // sortedKeys returns m's keys in order.
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))

@@ -104,7 +104,7 @@ func watchInto(ctx context.Context, ri dynamic.ResourceInterface, selector, what
 			l, err := ri.List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil
+					return nil //nolint:nilerr // Cancelled: the observation ended.
 				}
 				return fmt.Errorf("cannot list %s: %w", what, err)
 			}
@@ -121,7 +121,7 @@ func watchInto(ctx context.Context, ri dynamic.ResourceInterface, selector, what
 		})
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // Cancelled: the observation ended.
 			}
 			if kerrors.IsGone(err) || kerrors.IsResourceExpired(err) {
 				rv = ""

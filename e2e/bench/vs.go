@@ -31,10 +31,7 @@ const (
 )
 
 // The side-by-side workload's kinds (testdata/vs/workload.yaml).
-var (
-	vsClaimGVR = schema.GroupVersionResource{Group: "bench.example.org", Version: "v1alpha1", Resource: "nopstacks"}
-	vsXRGVR    = schema.GroupVersionResource{Group: "bench.example.org", Version: "v1alpha1", Resource: "xnopstacks"}
-)
+var vsClaimGVR = schema.GroupVersionResource{Group: "bench.example.org", Version: "v1alpha1", Resource: "nopstacks"}
 
 // Namespaces of the side-by-side run: the measured claims, the warm-up
 // claim, the claims created one at a time at rest, the burst, and the

@@ -136,7 +136,7 @@ func start() (*Env, error) {
 		return nil, fmt.Errorf("cannot create a state folder: %w", err)
 	}
 	shared.stateDir = dir
-	var progress io.Writer = io.Discard
+	progress := io.Writer(io.Discard)
 	if testing.Verbose() {
 		progress = os.Stderr
 	}

@@ -16,7 +16,7 @@ const (
 )
 
 // Services lists every consuming service, in a fixed order.
-var Services = []string{Renderer, Binder, Secrets}
+var Services = []string{Renderer, Binder, Secrets} //nolint:gochecknoglobals // Treated as a constant.
 
 // Names of the JetStream objects the bus keeps. Work streams are named
 // LOOM_<SERVICE>; see StreamName.

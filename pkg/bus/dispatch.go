@@ -115,7 +115,7 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		return
 	}
 	pm := &pending{msg: msg, seq: meta.Sequence.Stream, at: time.Now()}
-	delivery := int(meta.NumDelivered)
+	delivery := int(meta.NumDelivered) //nolint:gosec // A delivery count never exceeds an int.
 	if nb := notBefore(msg.Headers()); !nb.IsZero() {
 		if wait := time.Until(nb); wait > 0 {
 			_ = msg.NakWithDelay(wait)
@@ -432,7 +432,7 @@ func (l *lease) handle(t *target, pm *pending, p pool) {
 	}
 	for {
 		w.guard.begin(t.uid)
-		res, err, d := l.call(pm, links)
+		res, d, err := l.call(pm, links)
 		failed := err != nil && l.ctx.Err() == nil
 		w.guard.end(t.uid, failed)
 		w.metrics.ran(w.service, t.kind, p, failed)
@@ -510,7 +510,7 @@ func (l *lease) supersede(pm, next *pending, folded int, d time.Duration, err er
 
 // call runs the handler once, with the per-message timeout, the event's
 // trace, InProgress heartbeats while it runs, and panics turned into errors.
-func (l *lease) call(pm *pending, links []trace.Link) (res Result, err error, d time.Duration) {
+func (l *lease) call(pm *pending, links []trace.Link) (res Result, d time.Duration, err error) {
 	w := l.w
 	ctx := ExtractTrace(l.ctx, pm.msg.Headers())
 	ctx, cancel := context.WithTimeout(ctx, w.handlerTimeout)
@@ -546,7 +546,7 @@ func (l *lease) call(pm *pending, links []trace.Link) (res Result, err error, d 
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}
-	return res, err, d
+	return res, d, err
 }
 
 // heartbeater sends InProgress for a running message (and the message held

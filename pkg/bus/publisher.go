@@ -128,7 +128,7 @@ func (p *Publisher) Publish(ctx context.Context, service string, ev *eventsv1.Ev
 	}
 	p.pending++
 	p.mu.Unlock()
-	go p.await(f, service, msgKind(ev))
+	go p.await(f, service, msgKind(ev)) //nolint:gosec // The acknowledgement outlives the publishing request on purpose.
 	return nil
 }
 
@@ -172,7 +172,7 @@ func (p *Publisher) message(service string, ev *eventsv1.Event) (*nats.Msg, erro
 		return nil, fmt.Errorf("cannot publish event for %s %q: target UID %q %w", target.GetKind(), target.GetName(), target.GetUid(), err)
 	}
 	if (ev.GetSource() == "" && p.source != "") || ev.GetObservedTime() == nil {
-		ev = proto.Clone(ev).(*eventsv1.Event)
+		ev = proto.Clone(ev).(*eventsv1.Event) //nolint:forcetypeassert // Cloning an Event yields an Event.
 		if ev.Source == "" {
 			ev.Source = p.source
 		}
@@ -259,7 +259,7 @@ func (p *Publisher) await(f jetstream.PubAckFuture, service, kind string) {
 	}
 	delay := 100 * time.Millisecond
 	for attempt := 1; err != nil && attempt < publishAttempts && resendable(err); attempt++ {
-		time.Sleep(delay)
+		time.Sleep(delay) //nolint:forbidigo // A backoff between publish attempts in a goroutine of its own; nothing to wait on.
 		delay = min(2*delay, 2*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = p.js.PublishMsg(ctx, f.Msg())

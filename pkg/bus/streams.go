@@ -176,7 +176,7 @@ func retry(ctx context.Context, what string, f func(context.Context) error) erro
 
 // retryableCodes are JetStream API errors a cluster returns while it elects
 // leaders, places replicas or recovers a server.
-var retryableCodes = []jetstream.ErrorCode{
+var retryableCodes = []jetstream.ErrorCode{ //nolint:gochecknoglobals // Treated as a constant.
 	10004, // incomplete results
 	10005, // no suitable peers for placement
 	10007, // cluster not assigned to this server

@@ -14,7 +14,7 @@ import (
 func Partition(uid string, partitions int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(uid))
-	return int(h.Sum32() % uint32(partitions))
+	return int(h.Sum32() % uint32(partitions)) //nolint:gosec // Partition counts are small and positive (Config.Validate).
 }
 
 // WorkSubject is the subject of a work request for a target:
@@ -85,7 +85,7 @@ func checkToken(s string) error {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if !tokenByte(c) {
 			return errBadToken
 		}
 	}
@@ -101,4 +101,10 @@ func checkKeyPart(s string) error {
 		}
 	}
 	return nil
+}
+
+// tokenByte reports whether c may appear in a subject token: ASCII letters,
+// digits, '-' and '_'.
+func tokenByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }

@@ -133,7 +133,7 @@ func TemplateNamespace(spec *v1.CompositionSpec, i int) string {
 		}
 	}
 	for _, p := range patches {
-		switch p.Type {
+		switch p.Type { //nolint:exhaustive // Only patches into the composed resource can set its namespace.
 		case "", v1.PatchTypeFromCompositeFieldPath, v1.PatchTypeCombineFromComposite,
 			v1.PatchTypeFromEnvironmentFieldPath, v1.PatchTypeCombineFromEnvironment:
 			if p.GetToFieldPath() == "metadata.namespace" {

@@ -18,7 +18,7 @@ const ReasonNotCreated = "resource does not exist yet"
 
 // defaultReadinessCheck is the check of a template without readiness checks:
 // the Ready condition is True.
-var defaultReadinessCheck = v1.ReadinessCheck{
+var defaultReadinessCheck = v1.ReadinessCheck{ //nolint:gochecknoglobals // Treated as a constant.
 	Type:           v1.ReadinessCheckTypeMatchCondition,
 	MatchCondition: &v1.MatchConditionReadinessCheck{Type: "Ready", Status: corev1.ConditionTrue},
 }

@@ -37,7 +37,7 @@ func Transforms(ts []v1.Transform, in any) (any, error) {
 // DescribeTransform returns a short description of a transform for messages,
 // e.g. "math Multiply", "string Convert ToSha256" or "convert to int64".
 func DescribeTransform(t v1.Transform) string {
-	switch t.GetType() {
+	switch t.GetType() { //nolint:exhaustive // Other types are described by their type alone, below.
 	case v1.TransformTypeMath:
 		if t.Math != nil {
 			return "math " + string(t.Math.GetType())

@@ -116,7 +116,7 @@ func (c *Cache) get(key string) *fnv1.RunFunctionResponse {
 		c.misses++
 		return nil
 	}
-	e := el.Value.(*cacheEntry)
+	e := el.Value.(*cacheEntry) //nolint:forcetypeassert // Only cache entries are stored.
 	if !c.now().Before(e.expires) {
 		c.lru.Remove(el)
 		delete(c.entries, key)
@@ -147,6 +147,6 @@ func (c *Cache) put(key, tag string, rsp *fnv1.RunFunctionResponse) {
 	for c.lru.Len() > c.size {
 		old := c.lru.Back()
 		c.lru.Remove(old)
-		delete(c.entries, old.Value.(*cacheEntry).key)
+		delete(c.entries, old.Value.(*cacheEntry).key) //nolint:forcetypeassert // Only cache entries are stored.
 	}
 }

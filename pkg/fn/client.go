@@ -385,7 +385,7 @@ func classify(ctx context.Context, err error, timeout time.Duration) error {
 		return err
 	}
 	s, _ := status.FromError(err)
-	switch s.Code() {
+	switch s.Code() { //nolint:exhaustive // Only unreachability is told apart; every other code is the function's error.
 	case codes.Unavailable:
 		return fmt.Errorf("%w: %s", ErrUnreachable, s.Message())
 	case codes.DeadlineExceeded:

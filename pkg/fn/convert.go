@@ -94,7 +94,7 @@ func fromProtoResource(r *fnv1.Resource) (Resource, error) {
 		return Resource{}, err
 	}
 	out := Resource{Object: o, ConnectionDetails: maps.Clone(r.GetConnectionDetails())}
-	switch r.GetReady() {
+	switch r.GetReady() { //nolint:exhaustive // Unspecified leaves readiness to the observed resource.
 	case fnv1.Ready_READY_TRUE:
 		out.Ready = ReadyTrue
 	case fnv1.Ready_READY_FALSE:

@@ -47,7 +47,7 @@ var (
 	ErrUnsupported = errors.New("endpoint is not a composition function")
 )
 
-var permanent = []error{ErrFatalResult, ErrDenied, ErrUnstable, ErrInvalidStep, ErrInvalidRequirement, ErrUnsupported}
+var permanent = []error{ErrFatalResult, ErrDenied, ErrUnstable, ErrInvalidStep, ErrInvalidRequirement, ErrUnsupported} //nolint:gochecknoglobals // Treated as a constant.
 
 // IsPermanent reports whether err means that running the same pipeline with
 // the same input again gives the same failure, so the caller should record it

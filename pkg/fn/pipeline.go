@@ -525,7 +525,7 @@ func results(step string, rsp *fnv1.RunFunctionResponse) []Result {
 	out := make([]Result, 0, len(rsp.GetResults()))
 	for _, r := range rsp.GetResults() {
 		res := Result{Step: step, Severity: SeverityWarning, Reason: r.GetReason(), Message: r.GetMessage(), Target: target(r.GetTarget())}
-		switch r.GetSeverity() {
+		switch r.GetSeverity() { //nolint:exhaustive // Warning is the default severity, as set above.
 		case fnv1.Severity_SEVERITY_FATAL:
 			res.Severity = SeverityFatal
 		case fnv1.Severity_SEVERITY_NORMAL:
@@ -541,7 +541,7 @@ func results(step string, rsp *fnv1.RunFunctionResponse) []Result {
 
 // systemConditions are the condition types Loom owns; functions cannot set
 // them.
-var systemConditions = map[string]bool{"Ready": true, "Synced": true, "Healthy": true, "UpToDate": true, "Responsive": true}
+var systemConditions = map[string]bool{"Ready": true, "Synced": true, "Healthy": true, "UpToDate": true, "Responsive": true} //nolint:gochecknoglobals // Treated as a constant.
 
 // conditions converts a response's conditions, dropping system types.
 func conditions(step string, rsp *fnv1.RunFunctionResponse) []Condition {
@@ -551,7 +551,7 @@ func conditions(step string, rsp *fnv1.RunFunctionResponse) []Condition {
 			continue
 		}
 		cond := Condition{Step: step, Type: c.GetType(), Status: corev1.ConditionUnknown, Reason: c.GetReason(), Message: c.GetMessage(), Target: target(c.GetTarget())}
-		switch c.GetStatus() {
+		switch c.GetStatus() { //nolint:exhaustive // Unknown is the default status, as set above.
 		case fnv1.Status_STATUS_CONDITION_TRUE:
 			cond.Status = corev1.ConditionTrue
 		case fnv1.Status_STATUS_CONDITION_FALSE:

@@ -54,7 +54,7 @@ import (
 const Watcher = "watcher"
 
 // Services lists every service with its own NATS identity, in a fixed order.
-var Services = []string{Watcher, bus.Renderer, bus.Binder, bus.Secrets}
+var Services = []string{Watcher, bus.Renderer, bus.Binder, bus.Secrets} //nolint:gochecknoglobals // Treated as a constant.
 
 // AdminUser is the user of operators' tools; it may do anything.
 const AdminUser = "loom-admin"

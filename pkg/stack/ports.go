@@ -9,7 +9,7 @@ import (
 // handedOut remembers every port this process has picked, so that two stacks
 // in one test binary never get the same port even when the kernel would hand
 // a just-closed port out again.
-var handedOut = struct {
+var handedOut = struct { //nolint:gochecknoglobals // Ports handed out by this process, shared by every stack it starts.
 	sync.Mutex
 	ports map[int]bool
 }{ports: map[int]bool{}}
@@ -37,7 +37,7 @@ func freePorts(n int) ([]int, error) {
 			return nil, fmt.Errorf("cannot pick a free port: %w", err)
 		}
 		held = append(held, l)
-		p := l.Addr().(*net.TCPAddr).Port
+		p := l.Addr().(*net.TCPAddr).Port //nolint:forcetypeassert // A TCP listener's address is a *net.TCPAddr.
 		if handedOut.ports[p] {
 			continue
 		}

@@ -42,12 +42,11 @@ var errStopping = errors.New("process is stopping")
 // running. Its children die with the harness (Pdeathsig) and its whole
 // process group is signalled on stop, so nothing it starts outlives it.
 type process struct {
-	spec  procSpec
-	sp    *spawner
-	logf  func(format string, args ...any)
-	log   *os.File
-	out   io.Writer
-	start time.Time
+	spec procSpec
+	sp   *spawner
+	logf func(format string, args ...any)
+	log  *os.File
+	out  io.Writer
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -240,7 +239,7 @@ func waitGroupGone(pgid int, limit time.Duration) {
 		if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) //nolint:forbidigo // Polls another process group's liveness; there is nothing to wait on.
 	}
 }
 
@@ -323,7 +322,7 @@ type prefixWriter struct {
 	buf    []byte
 }
 
-var echoMu sync.Mutex
+var echoMu sync.Mutex //nolint:gochecknoglobals // Serializes echoed output of every process of this program.
 
 func (pw *prefixWriter) Write(b []byte) (int, error) {
 	pw.buf = append(pw.buf, b...)

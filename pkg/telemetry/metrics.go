@@ -23,7 +23,7 @@ const (
 // ReadyBuckets are the histogram buckets of the time-to-Ready instruments,
 // in seconds: from a render that finds everything ready at once to cloud
 // resources that take an hour.
-var ReadyBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+var ReadyBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600} //nolint:gochecknoglobals // Treated as a constant.
 
 // referencesTTL is how long a SetReferencesWaiting value counts without being
 // set again. The binder handles every XR at least once per resync (ten
@@ -37,8 +37,8 @@ const referencesTTL = 30 * time.Minute
 // installs a provider, so that a process (a test binary) that calls Setup
 // again records into the new provider rather than the first one.
 var (
-	instMu sync.Mutex
-	inst   *ready
+	instMu sync.Mutex //nolint:gochecknoglobals // The process's instruments, created once.
+	inst   *ready     //nolint:gochecknoglobals // As above.
 )
 
 func instruments() *ready {

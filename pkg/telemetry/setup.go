@@ -180,12 +180,10 @@ func Setup(ctx context.Context, service, replicaID string, opts ...Option) (shut
 
 // tracesEnabled applies the package's rule for turning tracing on.
 func tracesEnabled(env func(string) string) bool {
-	switch e := env(EnvTracesExporter); {
-	case e == "":
-		return env(EnvEndpoint) != "" || env(EnvTracesEndpoint) != ""
-	default:
+	if e := env(EnvTracesExporter); e != "" {
 		return listed(e, "otlp")
 	}
+	return env(EnvEndpoint) != "" || env(EnvTracesEndpoint) != ""
 }
 
 // listed reports whether the comma-separated list has want.
@@ -212,7 +210,7 @@ func Gatherer() prometheus.Gatherer {
 }
 
 // otelGatherer gathers from the registry of the last Setup.
-var otelGatherer = &switchGatherer{}
+var otelGatherer = &switchGatherer{} //nolint:gochecknoglobals // The process's one Prometheus gatherer.
 
 type switchGatherer struct {
 	mu sync.Mutex
@@ -243,7 +241,7 @@ func HandlerFor(g prometheus.Gatherer) http.Handler {
 }
 
 // lineageWindow is how long Lineage keeps an object's trace.
-var lineageWindow = struct {
+var lineageWindow = struct { //nolint:gochecknoglobals // Treated as a constant.
 	sync.Mutex
 	d time.Duration
 }{d: DefaultLineageWindow}

@@ -173,7 +173,7 @@ func Key(xrUID string) (string, error) {
 		return "", errors.New("the XR's UID is required")
 	}
 	for _, c := range xrUID {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if !keyByte(c) {
 			return "", fmt.Errorf("UID %q is not a valid watch request key", xrUID)
 		}
 	}
@@ -216,4 +216,10 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// keyByte reports whether c may appear in a key of the bucket: ASCII
+// letters, digits, '-' and '_'.
+func keyByte(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }

@@ -77,7 +77,7 @@ func (f *fn) RunFunction(ctx context.Context, req *fnv1.RunFunctionRequest) (*fn
 	sel := selector(in.Spec)
 	rsp.Requirements = &fnv1.Requirements{}
 	if in.Spec.Deprecated {
-		rsp.Requirements.ExtraResources = map[string]*fnv1.ResourceSelector{name: sel}
+		rsp.Requirements.ExtraResources = map[string]*fnv1.ResourceSelector{name: sel} //nolint:staticcheck // The deprecated field is what this case tests.
 	} else {
 		rsp.Requirements.Resources = map[string]*fnv1.ResourceSelector{name: sel}
 	}
@@ -86,7 +86,7 @@ func (f *fn) RunFunction(ctx context.Context, req *fnv1.RunFunctionRequest) (*fn
 	var resolved bool
 	if in.Spec.Deprecated {
 		var all map[string][]resource.Required
-		all, err = request.GetExtraResources(req)
+		all, err = request.GetExtraResources(req) //nolint:staticcheck // As above.
 		found, resolved = all[name]
 	} else {
 		found, resolved, err = request.GetRequiredResource(req, name)

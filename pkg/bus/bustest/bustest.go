@@ -250,7 +250,7 @@ func freePorts(n int) ([]int, error) {
 			return nil, fmt.Errorf("cannot find a free port: %w", err)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port) //nolint:forcetypeassert // A TCP listener's address is a *net.TCPAddr.
 	}
 	return ports, nil
 }

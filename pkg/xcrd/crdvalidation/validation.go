@@ -156,7 +156,7 @@ func (v *Validator) Validate(ctx context.Context, obj, old map[string]any) Resul
 // rules: the rules could not make sense of the object.
 func blocking(errs field.ErrorList) bool {
 	for _, e := range errs {
-		switch e.Type {
+		switch e.Type { //nolint:exhaustive // Only these types block; the others are reported as warnings.
 		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
 			return true
 		}

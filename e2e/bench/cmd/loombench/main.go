@@ -93,7 +93,6 @@ func run() error {
 	}
 
 	type variant struct {
-		name     string
 		replicas map[string]int
 		nats     int
 	}
@@ -231,7 +230,7 @@ func parseReplicas(s string) (map[string]int, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		n, err := strconv.Atoi(v)
 		if !ok || err != nil || n < 0 {
-			return nil, fmt.Errorf("cannot parse -replicas %q: want service=count,...", s)
+			return nil, fmt.Errorf("cannot parse -replicas %q: want service=count[,service=count]", s)
 		}
 		out[strings.TrimSpace(k)] = n
 	}
@@ -247,7 +246,7 @@ func parseServiceFlags(s string) (map[string][]string, error) {
 	for _, part := range strings.Split(s, ";") {
 		svc, flags, ok := strings.Cut(part, "=")
 		if !ok || strings.TrimSpace(svc) == "" {
-			return nil, fmt.Errorf("cannot parse -service-flags %q: want service=flags;...", s)
+			return nil, fmt.Errorf("cannot parse -service-flags %q: want service=flags[;service=flags]", s)
 		}
 		out[strings.TrimSpace(svc)] = strings.Fields(flags)
 	}

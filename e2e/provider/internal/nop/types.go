@@ -194,7 +194,7 @@ func (in *NopResourceList) DeepCopyObject() runtime.Object {
 	}
 	out := new(NopResourceList)
 	*out = *in
-	in.ListMeta.DeepCopyInto(&out.ListMeta)
+	in.ListMeta.DeepCopyInto(&out.ListMeta) //nolint:staticcheck // The list's own DeepCopyInto shadows ListMeta's.
 	if in.Items != nil {
 		out.Items = make([]NopResource, len(in.Items))
 		for i := range in.Items {

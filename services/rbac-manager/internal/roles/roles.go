@@ -25,7 +25,7 @@ const (
 	Watcher  = "loom:xrds:watcher"
 	Renderer = "loom:xrds:renderer"
 	Binder   = "loom:xrds:binder"
-	Secrets  = "loom:xrds:secrets"
+	Secrets  = "loom:xrds:secrets" //nolint:gosec // A role name, not a credential.
 	Edit     = "loom:xrds:aggregate-to-edit"
 	View     = "loom:xrds:aggregate-to-view"
 )
@@ -37,8 +37,8 @@ func Names() []string { return []string{Watcher, Renderer, Binder, Secrets, Edit
 // Verbs of the user-facing roles, as Crossplane's RBAC manager grants them
 // on an XRD's kinds: everything to editors (and admins), read to viewers.
 var (
-	verbsEdit = []string{rbacv1.VerbAll}
-	verbsView = []string{"get", "list", "watch"}
+	verbsEdit = []string{rbacv1.VerbAll}         //nolint:gochecknoglobals // Treated as a constant.
+	verbsView = []string{"get", "list", "watch"} //nolint:gochecknoglobals // Treated as a constant.
 )
 
 // A grant is the verbs one role needs on one kind of an XRD.
@@ -51,7 +51,7 @@ type grant struct {
 
 // grants are the rights of each role, per kind; see the comments of
 // deploy/helm/loom/files/rbac/<service>.yaml for why each verb is needed.
-var grants = []grant{
+var grants = []grant{ //nolint:gochecknoglobals // Treated as a constant.
 	{role: Watcher, verbs: []string{"get", "list", "watch"}},
 	{role: Watcher, claim: true, verbs: []string{"get", "list", "watch"}},
 

@@ -104,6 +104,8 @@ func (r *Reconciler) renderPipeline(ctx context.Context, st *state, spec *v1.Com
 		out.ready = ptrTo(true)
 	case fn.ReadyFalse:
 		out.ready = ptrTo(false)
+	case fn.ReadyUnspecified:
+		// Readiness follows the composed resources.
 	}
 	out.status = map[string]any{}
 	if d := res.Desired.Composite.Object; d != nil {
@@ -129,6 +131,8 @@ func pipelineReady(verdict fn.Ready, observed map[string]any) (bool, string) {
 		return true, ""
 	case fn.ReadyFalse:
 		return false, "the composition function pipeline marked it not ready"
+	case fn.ReadyUnspecified:
+		// The observed resource decides, below.
 	}
 	ready, why, err := compose.IsReady(observed, nil)
 	if err != nil {

@@ -565,7 +565,7 @@ func (m *memo) forgetRetries(uid types.UID) {
 // changed reports whether key differs from what c holds for uid (unknown
 // counts as changed), and records key.
 func changed(c *lru.Cache, uid types.UID, key string) bool {
-	if prev, ok := c.Get(uid); ok && prev.(string) == key {
+	if prev, ok := c.Get(uid); ok && prev.(string) == key { //nolint:forcetypeassert // Only strings are stored.
 		return false
 	}
 	c.Add(uid, key)
@@ -580,7 +580,7 @@ func (m *memo) watchesChanged(uid types.UID, key string) bool { return changed(m
 // hasWatches reports whether uid may have watch requests recorded.
 func (m *memo) hasWatches(uid types.UID) bool {
 	k, ok := m.watches.Get(uid)
-	return !ok || k.(string) != noWatches
+	return !ok || k.(string) != noWatches //nolint:forcetypeassert // Only strings are stored.
 }
 
 // noWatches is the encoding of no watch requests.

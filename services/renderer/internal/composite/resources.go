@@ -163,7 +163,7 @@ func (r *Reconciler) compositeStatus(st *state, desired *unstructured.Unstructur
 // machineryStatus are the status fields owned by the composition machinery
 // (the renderer's conditions and summary, the secrets service's
 // connectionDetails, the binder's copies), never by patches or functions.
-var machineryStatus = map[string]bool{
+var machineryStatus = map[string]bool{ //nolint:gochecknoglobals // Treated as a constant.
 	"conditions": true, "connectionDetails": true, "claimConditionTypes": true,
 	"loom": true, "watchedResourceRefs": true, "crossplane": true,
 }

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
@@ -214,9 +213,4 @@ func checkCompatible(xr *unstructured.Unstructured, rev *v1.CompositionRevision)
 	}
 	return fmt.Errorf("%w: referenced composition is not compatible with this composite resource: Composition %q (CompositionRevision %q) is for %s, %s, not %s, %s",
 		errInvalidSpec, rev.GetLabels()[v1.LabelCompositionName], rev.GetName(), ref.Kind, ref.APIVersion, xr.GetKind(), xr.GetAPIVersion())
-}
-
-// typed decodes an unstructured object.
-func typed(u *unstructured.Unstructured, into any) error {
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into)
 }

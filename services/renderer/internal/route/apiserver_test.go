@@ -122,7 +122,7 @@ func startEnv(t *testing.T) *env {
 // handle hands the handler a request for target, as the watcher would
 // after a change of cause (nil: the target itself), and returns what it
 // returned and the API requests it made.
-func (e *env) handle(target, cause *unstructured.Unstructured) (reconcile.Result, error, *kube.Tally) {
+func (e *env) handle(target, cause *unstructured.Unstructured) (reconcile.Result, *kube.Tally, error) {
 	e.t.Helper()
 	if cause == nil {
 		cause = target
@@ -133,7 +133,7 @@ func (e *env) handle(target, cause *unstructured.Unstructured) (reconcile.Result
 		Event:  &eventsv1.Event{Object: ref(cause), Type: eventsv1.EventType_EVENT_TYPE_MODIFIED},
 		Target: ref(target),
 	})
-	return res, err, tally
+	return res, tally, err
 }
 
 func ref(u *unstructured.Unstructured) *eventsv1.ObjectRef {
@@ -199,7 +199,6 @@ func (e *env) provide(u *unstructured.Unstructured) {
 var (
 	xrdGVK  = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "CompositeResourceDefinition"}
 	crdGVK  = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
-	compGVK = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "Composition"}
 	revGVK  = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "CompositionRevision"}
 	xnopGVK = schema.GroupVersionKind{Group: "it.loom.dev", Version: "v1alpha1", Kind: "XNop"}
 	nopGVK  = schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}
@@ -310,7 +309,7 @@ func TestRenderOnAPIServer(t *testing.T) {
 	// The XRD: its CRDs, conditions and finalizer.
 	xrd := e.apply(testXRD)
 	poll.Until(t, 30*time.Second, func() error {
-		res, err, _ := e.handle(xrd, nil)
+		res, _, err := e.handle(xrd, nil)
 		if err != nil {
 			return err
 		}
@@ -333,20 +332,20 @@ func TestRenderOnAPIServer(t *testing.T) {
 			t.Errorf("CRD %s: %v", n, err)
 		}
 	}
-	if _, err, tally := e.handle(xrd, nil); err != nil || tally.Writes() != 0 {
+	if _, tally, err := e.handle(xrd, nil); err != nil || tally.Writes() != 0 {
 		t.Errorf("handling an unchanged XRD: err %v, %d writes, want none", err, tally.Writes())
 	}
 
 	// The Composition: revision 1.
 	comp := e.apply(testComposition(2))
-	if _, err, _ := e.handle(comp, nil); err != nil {
+	if _, _, err := e.handle(comp, nil); err != nil {
 		t.Fatal(err)
 	}
 	rev1 := onlyRevision(t, e, 1)
 	if want := "xnops-"; !strings.HasPrefix(rev1.GetName(), want) || len(rev1.GetName()) != len(want)+7 {
 		t.Errorf("revision name %q, want xnops-<7 hex>", rev1.GetName())
 	}
-	if _, err, tally := e.handle(comp, nil); err != nil || tally.Writes() != 0 {
+	if _, tally, err := e.handle(comp, nil); err != nil || tally.Writes() != 0 {
 		t.Errorf("handling an unchanged Composition: err %v, %d writes, want none", err, tally.Writes())
 	}
 
@@ -358,7 +357,7 @@ metadata: {name: first}
 spec:
   parameters: {size: small, replicas: 3}
 `)
-	_, err, tally := e.handle(xr, nil)
+	_, tally, err := e.handle(xr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +411,7 @@ spec:
 	}
 
 	// Re-rendering the unchanged XR writes nothing.
-	if _, err, tally := e.handle(xr, nil); err != nil || tally.Writes() != 0 {
+	if _, tally, err := e.handle(xr, nil); err != nil || tally.Writes() != 0 {
 		t.Fatalf("re-render of an unchanged XR: err %v, %d writes, want none", err, tally.Writes())
 	}
 
@@ -420,7 +419,7 @@ spec:
 	for _, o := range nops {
 		e.provide(o)
 	}
-	_, err, tally = e.handle(xr, nops["alpha"])
+	_, tally, err = e.handle(xr, nops["alpha"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +434,7 @@ spec:
 	if got := nested(xr, "status", "tier"); got != "tier-s" {
 		t.Errorf("status.tier %q, want tier-s (ToCompositeFieldPath)", got)
 	}
-	if _, err, tally := e.handle(xr, nil); err != nil || tally.Writes() != 0 {
+	if _, tally, err := e.handle(xr, nil); err != nil || tally.Writes() != 0 {
 		t.Fatalf("re-render of a ready XR: err %v, %d writes, want none", err, tally.Writes())
 	}
 
@@ -447,7 +446,7 @@ metadata: {name: first}
 spec:
   parameters: {size: large, replicas: 3}
 `)
-	if _, err, _ := e.handle(xr, nil); err != nil {
+	if _, _, err := e.handle(xr, nil); err != nil {
 		t.Fatal(err)
 	}
 	nops = composedByName(t, e, xr)
@@ -467,11 +466,11 @@ spec:
   compositionUpdatePolicy: Manual
   parameters: {size: small, replicas: 1}
 `)
-	if _, err, _ := e.handle(manual, nil); err != nil {
+	if _, _, err := e.handle(manual, nil); err != nil {
 		t.Fatal(err)
 	}
 	comp = e.apply(testComposition(10))
-	if _, err, _ := e.handle(comp, nil); err != nil {
+	if _, _, err := e.handle(comp, nil); err != nil {
 		t.Fatal(err)
 	}
 	revs := revisions(t, e)
@@ -491,7 +490,7 @@ spec:
 	}
 	// As the fan-out asks: a render because of the new revision.
 	for _, x := range []*unstructured.Unstructured{xr, manual} {
-		if _, err, _ := e.handle(x, rev2); err != nil {
+		if _, _, err := e.handle(x, rev2); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -509,7 +508,7 @@ spec:
 
 	// Going back to the first state renumbers the first revision.
 	comp = e.apply(testComposition(2))
-	if _, err, _ := e.handle(comp, nil); err != nil {
+	if _, _, err := e.handle(comp, nil); err != nil {
 		t.Fatal(err)
 	}
 	revs = revisions(t, e)
@@ -525,7 +524,7 @@ spec:
 		t.Fatal(err)
 	}
 	poll.Until(t, time.Minute, func() error {
-		_, err, _ := e.handle(xrd, nil)
+		_, _, err := e.handle(xrd, nil)
 		if err != nil {
 			return err
 		}
@@ -652,7 +651,7 @@ func (e *env) establish(doc string) *unstructured.Unstructured {
 	e.t.Helper()
 	xrd := e.apply(doc)
 	poll.Until(e.t, 30*time.Second, func() error {
-		res, err, _ := e.handle(xrd, nil)
+		res, _, err := e.handle(xrd, nil)
 		if err != nil {
 			return err
 		}
@@ -672,7 +671,7 @@ func TestRenderFailuresOnAPIServer(t *testing.T) {
 	// value, and whose third is only present in the first version.
 	bad := strings.Replace(testComposition(2), "map: {small: tier-s, large: tier-l}", "map: {large: tier-l}", 1)
 	comp := e.apply(bad)
-	if _, err, _ := e.handle(comp, nil); err != nil {
+	if _, _, err := e.handle(comp, nil); err != nil {
 		t.Fatal(err)
 	}
 	xr := e.apply(`
@@ -682,7 +681,7 @@ metadata: {name: broken}
 spec:
   parameters: {size: small, replicas: 1}
 `)
-	_, err, _ := e.handle(xr, nil)
+	_, _, err := e.handle(xr, nil)
 	if !reconcile.IsTerminal(err) {
 		t.Errorf("render with a failing patch returned %v, want a permanent error", err)
 	}
@@ -705,7 +704,7 @@ spec:
 		t.Errorf("status.loom.resources %v: want alpha first, RenderFailed", summary)
 	}
 	// Rendering again changes nothing and writes nothing.
-	if _, _, tally := e.handle(xr, nil); tally.Writes() != 0 {
+	if _, tally, _ := e.handle(xr, nil); tally.Writes() != 0 {
 		t.Errorf("re-render of a failing XR made %d writes, want none", tally.Writes())
 	}
 
@@ -713,11 +712,11 @@ spec:
 	fixed := testComposition(2)
 	fixed = fixed[:strings.Index(fixed, "  - name: gamma")]
 	comp = e.apply(fixed)
-	if _, err, _ := e.handle(comp, nil); err != nil {
+	if _, _, err := e.handle(comp, nil); err != nil {
 		t.Fatal(err)
 	}
 	gamma := nops["gamma"]
-	if _, err, _ := e.handle(xr, revisions(t, e)[1]); err != nil {
+	if _, _, err := e.handle(xr, revisions(t, e)[1]); err != nil {
 		t.Fatal(err)
 	}
 	xr = e.mustGet(xnopGVK, "", "broken")
@@ -728,7 +727,7 @@ spec:
 		t.Errorf("gamma, which left the Composition, still exists (%v)", err)
 	}
 	// Its reference goes once it is gone.
-	if _, err, _ := e.handle(xr, gamma); err != nil {
+	if _, _, err := e.handle(xr, gamma); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"alpha", "beta"}, sortedKeys(composedByName(t, e, xr))); diff != "" {
@@ -745,7 +744,7 @@ metadata:
 spec:
   parameters: {size: large, replicas: 1}
 `)
-	if _, err, _ := e.handle(xr, nil); err != nil {
+	if _, _, err := e.handle(xr, nil); err != nil {
 		t.Fatal(err)
 	}
 	xr = e.mustGet(xnopGVK, "", "broken")
@@ -802,7 +801,7 @@ spec:
     readinessChecks:
     - type: None
 `)
-	if _, err, _ := e.handle(comp, nil); err != nil {
+	if _, _, err := e.handle(comp, nil); err != nil {
 		t.Fatal(err)
 	}
 	xr := e.apply(`
@@ -812,7 +811,7 @@ metadata: {name: app, namespace: team-a}
 spec:
   greeting: bonjour
 `)
-	if _, err, _ := e.handle(xr, nil); err != nil {
+	if _, _, err := e.handle(xr, nil); err != nil {
 		t.Fatal(err)
 	}
 	xr = e.mustGet(schema.GroupVersionKind{Group: "it.loom.dev", Version: "v1alpha1", Kind: "XApp"}, "team-a", "app")
@@ -840,7 +839,7 @@ spec:
   - name: nop
     base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, spec: {forProvider: {}}}
 `)
-	if _, err, _ := e.handle(refused, nil); err != nil {
+	if _, _, err := e.handle(refused, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := e.apply(`
@@ -851,7 +850,7 @@ spec:
   crossplane:
     compositionRef: {name: xapps-cluster}
 `)
-	if _, err, _ := e.handle(other, nil); !reconcile.IsTerminal(err) {
+	if _, _, err := e.handle(other, nil); !reconcile.IsTerminal(err) {
 		t.Errorf("render of a cluster-scoped kind for a Namespaced XR returned %v, want a permanent error", err)
 	}
 	other = e.mustGet(other.GroupVersionKind(), "team-a", "refused")
@@ -876,7 +875,7 @@ spec:
     readinessChecks:
     - type: None
 `)
-	if _, err, _ := e.handle(elsewhere, nil); err != nil {
+	if _, _, err := e.handle(elsewhere, nil); err != nil {
 		t.Fatal(err)
 	}
 	moved := e.apply(`
@@ -887,7 +886,7 @@ spec:
   crossplane:
     compositionRef: {name: xapps-elsewhere}
 `)
-	if _, err, _ := e.handle(moved, nil); !reconcile.IsTerminal(err) {
+	if _, _, err := e.handle(moved, nil); !reconcile.IsTerminal(err) {
 		t.Errorf("render into another namespace for a Namespaced XR returned %v, want a permanent error", err)
 	}
 	moved = e.mustGet(moved.GroupVersionKind(), "team-a", "moved")

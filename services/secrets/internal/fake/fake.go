@@ -267,11 +267,11 @@ func (c *Cluster) ApplyStatus(_ context.Context, intent *unstructured.Unstructur
 			continue
 		}
 		have, _ := status["conditions"].([]any)
-		for _, nc := range v.([]any) {
-			t := nc.(map[string]any)["type"]
+		for _, nc := range v.([]any) { //nolint:forcetypeassert // Conditions the code under test wrote: a list of objects.
+			t := nc.(map[string]any)["type"] //nolint:forcetypeassert // As above.
 			replaced := false
 			for i, hc := range have {
-				if hc.(map[string]any)["type"] == t {
+				if hc.(map[string]any)["type"] == t { //nolint:forcetypeassert // As above.
 					have[i], replaced = nc, true
 				}
 			}

@@ -128,7 +128,7 @@ func (h *Handler) claim(ctx context.Context, r reconcile.Request, gvk schema.Gro
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil || kind == "" || name == "" {
 		h.record(claim)
-		return nil
+		return nil //nolint:nilerr // A claim bound to no XR has nothing to requeue.
 	}
 	xr, err := h.client.Get(ctx, gv.WithKind(kind), "", name)
 	if kerrors.IsNotFound(err) {

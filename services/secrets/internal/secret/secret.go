@@ -287,7 +287,7 @@ func (s *Store) recall(k Key) (written, bool) {
 	if !ok {
 		return written{}, false
 	}
-	return w.(written), true
+	return w.(written), true //nolint:forcetypeassert // Only written values are stored.
 }
 
 func (s *Store) remember(k Key, rv string, digest [sha256.Size]byte) {

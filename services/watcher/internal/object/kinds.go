@@ -24,4 +24,4 @@ var (
 
 // EnvironmentConfigVersions are the versions of EnvironmentConfig the watcher
 // can watch, most preferred first.
-var EnvironmentConfigVersions = []string{"v1beta1", "v1alpha1"}
+var EnvironmentConfigVersions = []string{"v1beta1", "v1alpha1"} //nolint:gochecknoglobals // Treated as a constant.

@@ -59,12 +59,12 @@ const (
 type fields map[string]fields
 
 var (
-	metadataFields = fields{
+	metadataFields = fields{ //nolint:gochecknoglobals // Treated as a constant.
 		"name": nil, "namespace": nil, "uid": nil, "resourceVersion": nil,
 		"generation": nil, "labels": nil, "deletionTimestamp": nil,
 		"ownerReferences": nil, // filtered to the controller separately
 	}
-	shapeFields = map[Shape]fields{
+	shapeFields = map[Shape]fields{ //nolint:gochecknoglobals // Treated as a constant.
 		ShapeXRD: {"spec": {
 			"group":      nil,
 			"names":      {"kind": nil},

@@ -116,7 +116,8 @@ const (
 	RoleRequested
 )
 
-var roleNames = []string{"XRD", "CRD", "Composition", "CompositionRevision", "EnvironmentConfig", "Function", "ReferenceRule", "XR", "Claim", "Composed", "Requested"}
+var roleNames = []string{ //nolint:gochecknoglobals // Treated as a constant.
+	"XRD", "CRD", "Composition", "CompositionRevision", "EnvironmentConfig", "Function", "ReferenceRule", "XR", "Claim", "Composed", "Requested"}
 
 // Has reports whether r includes all of roles.
 func (r Role) Has(roles Role) bool { return r&roles == roles }

@@ -106,7 +106,7 @@ spec:
 // initial resync is done).
 func runMirroring(t *testing.T, dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryInterface, pub Publisher, kv jetstream.KeyValue) (stop func()) {
 	t.Helper()
-	var logs io.Writer = io.Discard
+	logs := io.Writer(io.Discard)
 	if testing.Verbose() {
 		logs = os.Stderr
 	}

@@ -315,7 +315,7 @@ spec:
 	c.create(t, gvrNS, `{apiVersion: v1, kind: Namespace, metadata: {name: team-a}}`)
 
 	rec := &recorder{}
-	var logs io.Writer = io.Discard
+	logs := io.Writer(io.Discard)
 	if testing.Verbose() {
 		logs = os.Stderr
 	}
