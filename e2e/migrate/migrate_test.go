@@ -87,7 +87,7 @@ type Report struct {
 	LoomWritesPerClaim float64            `json:"loom_writes_per_claim"`
 	LoomWrites         map[string]float64 `json:"loom_writes"`
 	// LoomClaimWrites is the part of those writes on the claims, XRs,
-	// composed resources, connection Secrets and events of the workload.
+	// composed resources and connection Secrets of the workload.
 	LoomClaimWrites float64 `json:"loom_claim_writes"`
 	// SecondsToAdoptAll is from the start of Loom's services until every
 	// claim had been reconciled once by Loom (every work stream drained
@@ -303,7 +303,7 @@ func TestMigrate(t *testing.T) {
 		{"XRs created", rep.XRsCreated, 0},
 		{"CompositionRevisions created", rep.RevisionsCreated, 0},
 		{"connection Secrets changed", rep.SecretsChanged, 0},
-		{"Loom's writes on unchanged claims, XRs, composed resources, Secrets and events", int(rep.LoomClaimWrites), 0},
+		{"Loom's writes on unchanged claims, XRs, composed resources and Secrets", int(rep.LoomClaimWrites), 0},
 	} {
 		if c.got != c.want {
 			t.Errorf("after the switch to Loom: %s: got %d, want %d", c.what, c.got, c.want)
@@ -627,7 +627,7 @@ func compare(rep *Report, before, after *state) {
 func perClaimResource(resource string) bool {
 	r, _, _ := strings.Cut(resource, "/")
 	switch r {
-	case claimGVR.Resource, xrGVR.Resource, composedGVR.Resource, "secrets", "events":
+	case claimGVR.Resource, xrGVR.Resource, composedGVR.Resource, "secrets":
 		return true
 	}
 	return false

@@ -70,6 +70,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *xrState, want common.C
 		}
 		want, set = have, had
 	}
+	if set && !had && !published && want.Status == corev1.ConditionTrue && last != "" {
+		// Crossplane published this XR's Secret (it set lastPublishedTime,
+		// never this condition) before Loom took over, and the Secret is
+		// as Loom would write it: the condition, Loom's addition, is not
+		// worth a write on its own and comes with the next publication.
+		return nil
+	}
 	conditionChanged := set && (!had || !have.Equal(want))
 	if !conditionChanged && !published {
 		return nil
