@@ -330,6 +330,13 @@ func TestMigrate(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("Loom did not carry claim %s's change to its composed resources: %v", edited, err)
 	}
+	// Writing them, Loom took their fields over from Crossplane's field
+	// managers, and said so.
+	if err := poll(ctx, time.Minute, time.Second, func() error {
+		return tookOver(ctx, dyn, kube, after, before.claims[edited].xr)
+	}); err != nil {
+		t.Fatalf("Loom did not take over the fields of claim %s's composed resources: %v", edited, err)
+	}
 
 	// Deleting a claim Crossplane created deletes its XR and composed
 	// resources, and Crossplane's finalizers do not hold them.
@@ -710,6 +717,30 @@ func composedHold(ctx context.Context, dyn dynamic.Interface, s *state, xr, size
 		if got != want[tmpl] {
 			return fmt.Errorf("composed resource %s (%s): size %q, want %q", name, tmpl, got, want[tmpl])
 		}
+	}
+	return nil
+}
+
+// tookOver checks that no Crossplane field manager is left on XR xr's
+// composed resources and that an event on the XR says Loom took them over.
+func tookOver(ctx context.Context, dyn dynamic.Interface, kube kubernetes.Interface, s *state, xr string) error {
+	for _, name := range s.xrRefs[xr] {
+		c, err := dyn.Resource(composedGVR).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range c.GetManagedFields() {
+			if e.Manager == "crossplane" || strings.HasPrefix(e.Manager, "apiextensions.crossplane.io/") {
+				return fmt.Errorf("composed resource %s still has Crossplane's field manager %s", name, e.Manager)
+			}
+		}
+	}
+	evs, err := kube.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + xr + ",reason=TakeFieldOwnership"})
+	if err != nil {
+		return fmt.Errorf("cannot list events: %w", err)
+	}
+	if len(evs.Items) == 0 {
+		return fmt.Errorf("no TakeFieldOwnership event about XR %s", xr)
 	}
 	return nil
 }
