@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -235,6 +236,11 @@ func TestMigrate(t *testing.T) {
 	if _, err := cluster.ApplyObjects(ctx, rbac...); err != nil {
 		t.Fatalf("cannot grant Loom's services their rights on the workload's kinds: %v", err)
 	}
+	// The operator's check before the switch passes, and counts what
+	// Loom will adopt.
+	if err := migrateCheck(ctx, root, cluster.AdminKubeconfig(), n); err != nil {
+		t.Fatal(err)
+	}
 	loomStart := time.Now()
 	startCtx, cancel = context.WithTimeout(ctx, 5*time.Minute)
 	loom, err := stack.Start(startCtx, stack.Options{
@@ -437,6 +443,36 @@ func crossplaneVersion(gomod string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("cannot find the crossplane version in %s", gomod)
+}
+
+// migrateCheck runs `loomctl migrate check --output json` on the cluster
+// and checks that it passes and counts n claims, n XRs and 3n composed
+// resources to adopt.
+func migrateCheck(ctx context.Context, root, kubeconfig string, n int) error {
+	bin := os.Getenv("LOOM_BIN_DIR")
+	if bin == "" {
+		bin = filepath.Join(root, "bin")
+	}
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "loomctl"), "migrate", "check", "--kubeconfig", kubeconfig, "--output", "json")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("loomctl migrate check: %w: %s%s", err, out.String(), errOut.String())
+	}
+	var rep struct {
+		OK    bool           `json:"ok"`
+		Adopt map[string]int `json:"adopt"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		return fmt.Errorf("cannot decode the output of loomctl migrate check: %w: %s", err, out.String())
+	}
+	want := map[string]int{"claims": n, "composite resources": n, "composed resources": 3 * n}
+	for k, v := range want {
+		if rep.Adopt[k] != v {
+			return fmt.Errorf("loomctl migrate check counts %d %s to adopt, want %d: %s", rep.Adopt[k], k, v, out.String())
+		}
+	}
+	return nil
 }
 
 // loomOnlyCRDs copies Loom's own CRDs (group loom.dev) into dir.
