@@ -79,6 +79,9 @@ type Report struct {
 	// RevisionsCreated counts CompositionRevisions that did not exist
 	// before the switch.
 	RevisionsCreated int `json:"revisions_created"`
+	// RevisionRefsChanged counts XRs whose spec.compositionRevisionRef
+	// changed.
+	RevisionRefsChanged int `json:"revision_refs_changed"`
 	// SecretsChanged counts connection Secrets (claims' and XRs') whose
 	// data changed or that disappeared.
 	SecretsChanged int `json:"secrets_changed"`
@@ -105,6 +108,7 @@ type state struct {
 	xrs       map[string]types.UID         // XR name → UID
 	composed  map[string]types.UID         // NopResource name → UID
 	xrRefs    map[string][]string          // XR name → names of its resourceRefs
+	xrRevs    map[string]string            // XR name → its compositionRevisionRef
 	secrets   map[string]map[string][]byte // namespace/name → data
 	revisions map[string]types.UID         // CompositionRevision name → UID
 }
@@ -308,6 +312,7 @@ func TestMigrate(t *testing.T) {
 		{"claims re-bound", rep.ClaimsRebound, 0},
 		{"XRs created", rep.XRsCreated, 0},
 		{"CompositionRevisions created", rep.RevisionsCreated, 0},
+		{"XRs whose compositionRevisionRef changed", rep.RevisionRefsChanged, 0},
 		{"connection Secrets changed", rep.SecretsChanged, 0},
 		{"Loom's writes on unchanged claims, XRs, composed resources and Secrets", int(rep.LoomClaimWrites), 0},
 	} {
@@ -565,7 +570,7 @@ func allReady(ctx context.Context, dyn dynamic.Interface, kube kubernetes.Interf
 func record(ctx context.Context, dyn dynamic.Interface, kube kubernetes.Interface) (*state, error) {
 	s := &state{
 		claims: map[string]claimState{}, xrs: map[string]types.UID{}, composed: map[string]types.UID{},
-		xrRefs: map[string][]string{}, secrets: map[string]map[string][]byte{}, revisions: map[string]types.UID{},
+		xrRefs: map[string][]string{}, xrRevs: map[string]string{}, secrets: map[string]map[string][]byte{}, revisions: map[string]types.UID{},
 	}
 	l, err := dyn.Resource(claimGVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -583,6 +588,7 @@ func record(ctx context.Context, dyn dynamic.Interface, kube kubernetes.Interfac
 	}
 	for _, x := range l.Items {
 		s.xrs[x.GetName()] = x.GetUID()
+		s.xrRevs[x.GetName()], _, _ = unstructured.NestedString(x.Object, "spec", "compositionRevisionRef", "name")
 		refs, _, _ := unstructured.NestedSlice(x.Object, "spec", "resourceRefs")
 		for _, r := range refs {
 			if m, ok := r.(map[string]any); ok {
@@ -643,6 +649,11 @@ func compare(rep *Report, before, after *state) {
 	for name := range before.composed {
 		if _, ok := after.composed[name]; !ok {
 			rep.ComposedDeleted++
+		}
+	}
+	for name, rev := range after.xrRevs {
+		if rev != before.xrRevs[name] {
+			rep.RevisionRefsChanged++
 		}
 	}
 	for name, uid := range after.revisions {

@@ -163,11 +163,21 @@ func (r *Reconciler) takeOwnership(ctx context.Context, st *state, c *composed) 
 		return nil
 	}
 	up := o.DeepCopy()
+	// csaupgrade merges only Update entries into the renderer's Apply
+	// entry; the function composer's entries are Apply entries of another
+	// manager, which it treats the same way once marked as updates.
+	mf := up.GetManagedFields()
+	for i := range mf {
+		if managers.Has(mf[i].Manager) && mf[i].Subresource == "" {
+			mf[i].Operation = metav1.ManagedFieldsOperationUpdate
+		}
+	}
+	up.SetManagedFields(mf)
 	if err := csaupgrade.UpgradeManagedFields(up, managers, kube.FieldManager); err != nil {
 		return fmt.Errorf("cannot compute the field ownership of composed resource %s %q: %w", o.GetKind(), o.GetName(), err)
 	}
-	mf, _, _ := unstructured.NestedFieldNoCopy(up.Object, "metadata", "managedFields")
-	patch := map[string]any{"metadata": map[string]any{"resourceVersion": o.GetResourceVersion(), "managedFields": mf}}
+	upgraded, _, _ := unstructured.NestedFieldNoCopy(up.Object, "metadata", "managedFields")
+	patch := map[string]any{"metadata": map[string]any{"resourceVersion": o.GetResourceVersion(), "managedFields": upgraded}}
 	got, err := st.composer.MergePatch(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName(), patch)
 	if err != nil {
 		return fmt.Errorf("cannot take ownership of the fields of composed resource %s %q from %s: %w", o.GetKind(), o.GetName(), strings.Join(sets.List(managers), ", "), err)
