@@ -32,6 +32,7 @@ KUBECTL       := $(K8S_BIN)/kubectl
 CROSSPLANE_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/crossplane/crossplane" {print $$3}' tools/crossplane/go.mod)
 CROSSPLANE_DIR     := $(CACHE)/crossplane/$(CROSSPLANE_VERSION)
 CROSSPLANE         := $(CROSSPLANE_DIR)/crossplane
+export LOOM_CROSSPLANE_DIR := $(CROSSPLANE_DIR)
 
 # Binaries of Loom itself and of the test provider.
 SERVICES := watcher renderer binder secrets rbac-manager
@@ -124,8 +125,15 @@ e2e-cluster: build control-plane ## A NATS server lost under CLUSTER_CLAIMS clai
 	  go test -timeout 60m -count=1 -tags e2e -run '^TestNATSCluster$$' -v .
 
 .PHONY: e2e
-e2e: build control-plane observe-tools ## End-to-end tests on the real local stack (with Prometheus and Jaeger for TestObserve).
+e2e: build control-plane observe-tools $(CROSSPLANE) ## End-to-end tests on the real local stack (with Prometheus and Jaeger for TestObserve, upstream Crossplane for TestMigrate).
 	cd e2e && go test -timeout $(E2E_TIMEOUT) -count=1 -tags e2e ./...
+
+# make e2e-migrate: TestMigrate (e2e/migrate) at N claims: upstream Crossplane
+# makes them Ready, Loom takes the platform over, Crossplane takes it back;
+# writes bench/results/migrate.json.
+.PHONY: e2e-migrate
+e2e-migrate: build control-plane $(CROSSPLANE) ## Take over a live Crossplane v1 platform at N claims (default 1000); writes bench/results/migrate.json.
+	cd e2e && go test -timeout 90m -count=1 -tags e2e -run '^TestMigrate$$' -v ./migrate -claims $(N) -out $(ROOT)/bench/results/migrate.json
 
 # make bench: N claims; SCALE=1 runs renderer and binder at 1 and at 3
 # replicas; NATS_CLUSTER=3 runs on one NATS server and on a cluster;

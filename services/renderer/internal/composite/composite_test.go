@@ -153,6 +153,7 @@ func TestResourceRefs(t *testing.T) {
 	st := &state{xr: xr, xrd: xrd, machinery: []string{"spec"}}
 	cases := map[string]struct {
 		reason     string
+		st         *state
 		out        *rendered
 		doomed     map[string]*unstructured.Unstructured
 		wantNames  []string
@@ -163,6 +164,9 @@ func TestResourceRefs(t *testing.T) {
 		"Sorted": {reason: "References are sorted; failed templates keep their observed resource.",
 			out:       &rendered{resources: []composed{{name: "x", desired: nop("c")}, {name: "y", observed: nop("a")}, {name: "z", desired: nop("b")}}},
 			wantNames: []string{"a", "b", "c"}, wantChange: true},
+		"AdoptedOrder": {reason: "An XR whose references name the same resources in another order (Crossplane's template order) keeps them.",
+			out: &rendered{resources: []composed{{name: "x", desired: nop("c")}, {name: "y", desired: nop("a")}, {name: "z", desired: nop("b")}}},
+			st:  &state{xr: refsXR("b", "a", "c"), xrd: xrd, machinery: []string{"spec"}}, wantNames: []string{"b", "a", "c"}},
 		"Doomed": {reason: "Resources being collected stay referenced until they are gone.",
 			out: &rendered{resources: []composed{{name: "x", desired: nop("b")}}}, doomed: map[string]*unstructured.Unstructured{"old": nop("a")},
 			wantNames: []string{"a", "b"}, wantChange: true},
@@ -171,7 +175,11 @@ func TestResourceRefs(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			refs, change := resourceRefs(st, tc.out, tc.doomed)
+			in := st
+			if tc.st != nil {
+				in = tc.st
+			}
+			refs, change := resourceRefs(in, tc.out, tc.doomed)
 			names := []string{}
 			for _, r := range refs {
 				names = append(names, r.(map[string]any)["name"].(string))
@@ -184,6 +192,15 @@ func TestResourceRefs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refsXR is an XR whose spec.resourceRefs name NopResources, in order.
+func refsXR(names ...string) *unstructured.Unstructured {
+	refs := make([]any, 0, len(names))
+	for _, n := range names {
+		refs = append(refs, map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": n})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"resourceRefs": refs}}}
 }
 
 func TestSanitize(t *testing.T) {

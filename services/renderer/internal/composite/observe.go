@@ -121,7 +121,34 @@ func resourceRefs(st *state, out *rendered, doomed map[string]*unstructured.Unst
 		list = append(list, m)
 	}
 	cur, _, _ := unstructured.NestedSlice(st.xr.Object, st.path(xcrd.FieldResourceRefs)...)
-	return list, !apply.Equal(normalizeRefs(cur), list)
+	cur = normalizeRefs(cur)
+	if sameRefs(cur, list) {
+		// Crossplane lists an XR's resources in template order, Loom by
+		// name: an adopted XR keeps its order rather than cost a write.
+		return cur, false
+	}
+	return list, true
+}
+
+// sameRefs reports whether a and b hold the same references, in any order.
+func sameRefs(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	used := make([]bool, len(b))
+	for _, x := range a {
+		found := false
+		for i, y := range b {
+			if !used[i] && apply.Equal(x, y) {
+				used[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // normalizeRefs drops empty fields from references, as resourceRefs writes

@@ -258,6 +258,34 @@ func (s *state) getString(fields ...string) string {
 
 func (s *state) namespaced() bool { return s.xrd.GetScope() == v1.CompositeResourceScopeNamespaced }
 
+// CrossplaneFinalizer is the finalizer Crossplane v1's XR controller puts on
+// every XR it composes and removes once their composed resources are gone.
+// Loom never adds it; it removes it from an XR being deleted, so that an XR
+// Crossplane composed before the switch can go.
+const CrossplaneFinalizer = "composite.apiextensions.crossplane.io"
+
+// dropCrossplaneFinalizer removes CrossplaneFinalizer from xr, an XR being
+// deleted, if it is there. The patch carries xr's resourceVersion, so it
+// never drops a finalizer another controller added since xr was read.
+func (r *Reconciler) dropCrossplaneFinalizer(ctx context.Context, xr *unstructured.Unstructured) error {
+	fs := xr.GetFinalizers()
+	keep := make([]any, 0, len(fs))
+	for _, f := range fs {
+		if f != CrossplaneFinalizer {
+			keep = append(keep, f)
+		}
+	}
+	if len(keep) == len(fs) {
+		return nil
+	}
+	patch := map[string]any{"metadata": map[string]any{"resourceVersion": xr.GetResourceVersion(), "finalizers": keep}}
+	if _, err := r.client.MergePatch(ctx, xr.GroupVersionKind(), xr.GetNamespace(), xr.GetName(), patch); err != nil && !kerrors.IsNotFound(err) {
+		return fmt.Errorf("cannot remove finalizer %q from %s %q: %w", CrossplaneFinalizer, xr.GetKind(), xr.GetName(), err)
+	}
+	r.log.Debug("Removed Crossplane's finalizer from a composite resource being deleted", "kind", xr.GetKind(), "name", xr.GetName())
+	return nil
+}
+
 // Reconcile renders the XR the request names. It is idempotent and writes
 // only what changed. The result asks for the XR again when a function's TTL
 // runs out.
@@ -294,7 +322,12 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	}
 	if xr.GetDeletionTimestamp() != nil {
 		// Kubernetes garbage collection deletes the composed resources
-		// through their controller references.
+		// through their controller references, once Crossplane's
+		// finalizer (on an XR Crossplane composed before Loom took over)
+		// no longer holds the XR.
+		if err := r.dropCrossplaneFinalizer(ctx, xr); err != nil {
+			return reconcile.Result{}, err
+		}
 		return reconcile.Result{}, r.forget(ctx, xr.GetUID())
 	}
 	st := &state{xr: xr, xrd: xrd, machinery: strings.Split(xcrd.SpecMachineryPath(xrd.GetScope()), "."), composer: r.client}

@@ -98,6 +98,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 	if aerr != nil {
 		return aerr
 	}
+	if change {
+		if change, aerr = loomAdditionsOnly(xr, intent); aerr != nil {
+			return aerr
+		}
+	}
 	if !change {
 		return nil
 	}
@@ -113,6 +118,24 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 	}
 	st.xr = got
 	return nil
+}
+
+// loomAdditionsOnly reports whether applying intent would still change the
+// status of xr, an XR the renderer has never written (one Crossplane
+// composed, say), if Loom's own status summary (status.loom, which
+// Crossplane ignores) were left out. An adopted XR whose Crossplane status
+// already says what Loom would say costs no write; the summary follows with
+// the XR's next real change. XRs the renderer wrote before compare whole.
+func loomAdditionsOnly(xr, intent *unstructured.Unstructured) (bool, error) {
+	if _, wrote, err := apply.Owned(xr, kube.FieldManager, "status"); err != nil || wrote {
+		return true, err
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(xr.Object, "status", xcrd.FieldLoom); ok {
+		return true, nil
+	}
+	without := intent.DeepCopy()
+	unstructured.RemoveNestedField(without.Object, "status", xcrd.FieldLoom)
+	return apply.Changes(xr, without, kube.FieldManager, "status")
 }
 
 // becameReady reports whether want turns the Ready condition True over an

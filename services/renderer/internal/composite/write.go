@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 
 	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/compose"
@@ -103,6 +106,11 @@ func (r *Reconciler) applyResources(ctx context.Context, st *state, out *rendere
 		if !change {
 			continue
 		}
+		if err := r.takeOwnership(ctx, st, c); err != nil {
+			c.applyErr = err
+			errs = append(errs, err)
+			continue
+		}
 		got, err := st.composer.Apply(ctx, intent)
 		if err != nil {
 			c.applyErr = err
@@ -122,6 +130,62 @@ func (r *Reconciler) applyResources(ctx context.Context, st *state, out *rendere
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// crossplaneManagers reports whether manager is one of the field managers
+// Crossplane v1 writes composed resources with: "crossplane" (the
+// patch-and-transform composer updates them, as the crossplane binary) and
+// apiextensions.crossplane.io/composed/<hash> (the function composer
+// applies them).
+func crossplaneManager(manager string) bool {
+	return manager == "crossplane" || strings.HasPrefix(manager, "apiextensions.crossplane.io/composed")
+}
+
+// takeOwnership hands the fields Crossplane's field managers own on c's
+// observed resource (one Crossplane composed before Loom took over) to the
+// renderer's field manager, once, before the renderer's first write to it,
+// and says so in an event on the XR. Without it, a field Crossplane set and
+// the Composition no longer sets would stay forever, owned by a manager
+// that is gone. An unchanged resource is never written, so never taken
+// over. The patch carries the resourceVersion read.
+func (r *Reconciler) takeOwnership(ctx context.Context, st *state, c *composed) error {
+	o := c.observed
+	if o == nil {
+		return nil
+	}
+	managers := sets.New[string]()
+	for _, e := range o.GetManagedFields() {
+		if crossplaneManager(e.Manager) {
+			managers.Insert(e.Manager)
+		}
+	}
+	if managers.Len() == 0 {
+		return nil
+	}
+	up := o.DeepCopy()
+	// csaupgrade merges only Update entries into the renderer's Apply
+	// entry; the function composer's entries are Apply entries of another
+	// manager, which it treats the same way once marked as updates.
+	mf := up.GetManagedFields()
+	for i := range mf {
+		if managers.Has(mf[i].Manager) && mf[i].Subresource == "" {
+			mf[i].Operation = metav1.ManagedFieldsOperationUpdate
+		}
+	}
+	up.SetManagedFields(mf)
+	if err := csaupgrade.UpgradeManagedFields(up, managers, kube.FieldManager); err != nil {
+		return fmt.Errorf("cannot compute the field ownership of composed resource %s %q: %w", o.GetKind(), o.GetName(), err)
+	}
+	upgraded, _, _ := unstructured.NestedFieldNoCopy(up.Object, "metadata", "managedFields")
+	patch := map[string]any{"metadata": map[string]any{"resourceVersion": o.GetResourceVersion(), "managedFields": upgraded}}
+	got, err := st.composer.MergePatch(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName(), patch)
+	if err != nil {
+		return fmt.Errorf("cannot take ownership of the fields of composed resource %s %q from %s: %w", o.GetKind(), o.GetName(), strings.Join(sets.List(managers), ", "), err)
+	}
+	c.observed = got
+	r.rec.Event(st.xr, event.TypeNormal, event.ReasonTakeOwnership, "TakeFieldOwnership",
+		fmt.Sprintf("Took ownership of the fields of composed resource %s %q (template %q) from Crossplane's field managers %s", o.GetKind(), o.GetName(), c.name, strings.Join(sets.List(managers), ", ")))
+	return nil
 }
 
 // sanitize returns the intent of applying desired: without status (the

@@ -23,6 +23,7 @@ const (
 const (
 	ReasonSelectComposition   = "SelectComposition"
 	ReasonComposeResources    = "ComposeResources"
+	ReasonTakeOwnership       = "TakeFieldOwnership"
 	ReasonDeleteResources     = "DeleteComposedResources"
 	ReasonInvalidDefinition   = "InvalidDefinition"
 	ReasonEstablishDefinition = "EstablishDefinition"

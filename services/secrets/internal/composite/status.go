@@ -15,6 +15,7 @@ import (
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
+	"github.com/loomxr/loom/services/secrets/internal/kube"
 )
 
 // condition returns the XR's ConnectionDetailsReady condition after a
@@ -69,6 +70,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *xrState, want common.C
 		}
 		want, set = have, had
 	}
+	if set && !had && !published && want.Status == corev1.ConditionTrue && !wroteStatus(st.xr) {
+		// Crossplane published this XR's Secret before Loom took over
+		// (the secrets service never wrote its status), and the Secret
+		// is as Loom would write it: the condition, Loom's addition, is
+		// not worth a write on its own and comes with the next
+		// publication.
+		return nil
+	}
 	conditionChanged := set && (!had || !have.Equal(want))
 	if !conditionChanged && !published {
 		return nil
@@ -97,6 +106,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *xrState, want common.C
 		r.rec.Event(st.xr, event.TypeWarning, string(want.Reason), want.Message)
 	}
 	return nil
+}
+
+// wroteStatus reports whether the secrets service ever applied xr's status.
+func wroteStatus(xr *unstructured.Unstructured) bool {
+	for _, e := range xr.GetManagedFields() {
+		if e.Manager == kube.FieldManager && e.Subresource == "status" {
+			return true
+		}
+	}
+	return false
 }
 
 // reportConflicts records a Warning event per key conflict when the XR's

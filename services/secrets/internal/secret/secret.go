@@ -200,7 +200,7 @@ func (s *Store) update(ctx context.Context, d Desired, cur *corev1.Secret, have,
 	}
 	want := cur.DeepCopy()
 	setDesired(want, d)
-	if have == digest && maps.Equal(cur.Labels, want.Labels) && slices.EqualFunc(cur.OwnerReferences, want.OwnerReferences, sameRef) {
+	if have == digest && labelsHold(cur.Labels, want.Labels) && slices.EqualFunc(cur.OwnerReferences, want.OwnerReferences, sameRef) {
 		s.remember(d.Key, cur.ResourceVersion, digest)
 		return false, nil
 	}
@@ -216,6 +216,22 @@ func (s *Store) update(ctx context.Context, d Desired, cur *corev1.Secret, have,
 	return true, nil
 }
 
+// labelsHold reports whether a Secret's labels have are as desired. A
+// Secret without LabelManagedBy but otherwise as desired (one Crossplane
+// wrote before Loom took over) holds too: the label alone is not worth a
+// write, and the Secret's next change adds it.
+func labelsHold(have, want map[string]string) bool {
+	if maps.Equal(have, want) {
+		return true
+	}
+	if _, ok := have[LabelManagedBy]; ok {
+		return false
+	}
+	w := maps.Clone(want)
+	delete(w, LabelManagedBy)
+	return maps.Equal(have, w)
+}
+
 // setDesired sets the data, the label and the controller reference.
 func setDesired(sec *corev1.Secret, d Desired) {
 	sec.Data = maps.Clone(d.Data)
@@ -229,6 +245,10 @@ func setDesired(sec *corev1.Secret, d Desired) {
 	owner.Controller = &yes
 	for i, r := range sec.OwnerReferences {
 		if r.UID == owner.UID {
+			// Keep blockOwnerDeletion as the Secret has it: Crossplane
+			// sets it, Loom does not need it, and dropping it would cost
+			// every adopted Secret a write.
+			owner.BlockOwnerDeletion = r.BlockOwnerDeletion
 			sec.OwnerReferences[i] = owner
 			return
 		}

@@ -38,6 +38,9 @@ func desired(data map[string]string) secret.Desired {
 func TestEnsure(t *testing.T) {
 	yes := true
 	ours := metav1.OwnerReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name, UID: owner.UID, Controller: &yes}
+	// Crossplane's controller reference also blocks the owner's deletion.
+	crossplanes := *ours.DeepCopy()
+	crossplanes.BlockOwnerDeletion = &yes
 	type want struct {
 		wrote bool
 		err   error
@@ -53,6 +56,8 @@ func TestEnsure(t *testing.T) {
 		prior   *secret.Desired
 		desired secret.Desired
 		want    want
+		// unlabelled: the Secret keeps no managed-by label.
+		unlabelled bool
 	}{
 		"CreateUnknown": {
 			reason:  "A Secret neither the cache nor the store knows is created without a read.",
@@ -101,6 +106,18 @@ func TestEnsure(t *testing.T) {
 			desired: desired(map[string]string{"user": "admin"}),
 			want: want{calls: map[string]int{fake.GetSecret: 1},
 				data: map[string][]byte{"user": []byte("admin")}, owner: []metav1.OwnerReference{ours}},
+		},
+		"CrossplaneWrote": {
+			reason: "A Secret Crossplane wrote (no managed-by label, otherwise as desired) is left alone: the label alone is no reason to write.",
+			setup: func(t *testing.T, c *fake.Cluster) secret.Cache {
+				c.PutSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, OwnerReferences: []metav1.OwnerReference{crossplanes}},
+					Type: secret.TypeConnection, Data: map[string][]byte{"user": []byte("admin")}})
+				return nil
+			},
+			desired: desired(map[string]string{"user": "admin"}),
+			want: want{calls: map[string]int{fake.GetSecret: 1},
+				data: map[string][]byte{"user": []byte("admin")}, owner: []metav1.OwnerReference{crossplanes}},
+			unlabelled: true,
 		},
 		"CacheLagsCreate": {
 			reason: "A Secret the cache does not know yet but that exists is read after the create fails, then updated.",
@@ -192,7 +209,7 @@ func TestEnsure(t *testing.T) {
 			if diff := cmp.Diff(tc.want.owner, got.OwnerReferences, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("\n%s\nEnsure(...): owner references -want, +got:\n%s", tc.reason, diff)
 			}
-			if tc.want.err == nil && (got.Type != secret.TypeConnection || got.Labels[secret.LabelManagedBy] != secret.ManagedBy) {
+			if tc.want.err == nil && (got.Type != secret.TypeConnection || (got.Labels[secret.LabelManagedBy] != secret.ManagedBy) != tc.unlabelled) {
 				t.Errorf("\n%s\nEnsure(...): type %q, labels %v; want a labelled connection Secret", tc.reason, got.Type, got.Labels)
 			}
 		})
