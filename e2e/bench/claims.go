@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -325,6 +326,37 @@ func (r *run) claims(ctx context.Context) error {
 
 func claimName(i int) string { return fmt.Sprintf("db-%05d", i) }
 
+// shapes counts the composed resources of each XR (byXR, by XR name; uids
+// maps XR names to UIDs) by shape (see Result.ComposedShapes): the names of
+// the XR's composed resources become <role>, then the XR's name <xr> and
+// its UID <uid>.
+func shapes(byXR map[string][]*unstructured.Unstructured, uids map[string]string) map[string]int {
+	out := map[string]int{}
+	for xr, composed := range byXR {
+		var names []string
+		for _, o := range composed {
+			names = append(names, o.GetName(), "<"+o.GetLabels()[labelRole]+">")
+		}
+		rn := strings.NewReplacer(names...)
+		for _, o := range composed {
+			fp, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "forProvider")
+			wc, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "writeConnectionSecretToRef")
+			b, err := json.Marshal(map[string]any{"forProvider": fp, "writeConnectionSecretToRef": wc})
+			s := string(b)
+			if err != nil {
+				s = "unencodable: " + err.Error()
+			}
+			s = rn.Replace(s)
+			if uid := uids[xr]; uid != "" {
+				s = strings.ReplaceAll(s, uid, "<uid>")
+			}
+			s = strings.ReplaceAll(s, xr, "<xr>")
+			out[o.GetLabels()[labelRole]+" "+s]++
+		}
+	}
+	return out
+}
+
 // latencies lists the claims, XRs, composed resources and claim Secrets
 // and computes the latency figures and the correctness checks.
 func (r *run) latencies(ctx context.Context, created []time.Time, claimSeen, xrSeen, nopSeen map[string]time.Time) error {
@@ -341,8 +373,10 @@ func (r *run) latencies(ctx context.Context, created []time.Time, claimSeen, xrS
 		return err
 	}
 	measured := map[string]bool{}
+	uids := map[string]string{}
 	for _, x := range xrs {
 		measured[x.GetName()] = true
+		uids[x.GetName()] = string(x.GetUID())
 	}
 	byXR := map[string][]*unstructured.Unstructured{}
 	for _, o := range nops {
@@ -377,6 +411,7 @@ func (r *run) latencies(ctx context.Context, created []time.Time, claimSeen, xrS
 			}
 		}
 	}
+	r.res.ComposedShapes = shapes(byXR, uids)
 	for _, x := range xrs {
 		composed := byXR[x.GetName()]
 		if len(composed) == 3 {

@@ -189,6 +189,12 @@ type Result struct {
 	ClaimSecrets       int `json:"claim_secrets"`
 	CompleteXRs        int `json:"complete_xrs"`
 	ResolvedReferences int `json:"resolved_references"`
+	// ComposedShapes counts the composed resources of the measured XRs by
+	// shape: the template's role and the resource's spec.forProvider and
+	// spec.writeConnectionSecretToRef as JSON, with the XR's name and UID
+	// replaced by <xr> and <uid>. Two runs that composed the same
+	// resources have the same shapes, whatever the generated names.
+	ComposedShapes map[string]int `json:"composed_shapes,omitempty"`
 
 	// Machine, commit and toolchain.
 	Machine Machine `json:"machine"`

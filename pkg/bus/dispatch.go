@@ -540,7 +540,7 @@ func (l *lease) call(pm *pending, links []trace.Link) (res Result, d time.Durati
 				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
 			}
 		}()
-		res, err = w.handler.Handle(ctx, pm.req)
+		res, err = w.handler.Handle(reconcile.WithRequest(ctx, pm.req), pm.req)
 	}()
 	d = time.Since(start)
 	if err != nil {

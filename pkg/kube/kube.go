@@ -33,12 +33,21 @@ type Resources struct {
 
 	mu        sync.Mutex
 	lastReset time.Time
+
+	// The read path (read.go); mirror nil means off.
+	mirror    Mirror
+	cacheSize int
+	read      readPath
 }
 
 // NewResources returns Resources that read through dyn and map kinds with
-// mapper.
-func NewResources(dyn dynamic.Interface, mapper meta.ResettableRESTMapper) *Resources {
-	return &Resources{dyn: dyn, mapper: mapper}
+// mapper. By default Get always GETs; see WithMirror.
+func NewResources(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts ...Option) *Resources {
+	r := &Resources{dyn: dyn, mapper: mapper}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // Mapping returns the REST mapping of gvk, reloading discovery once if the
@@ -81,7 +90,14 @@ func (r *Resources) Resource(gvk schema.GroupVersionKind, namespace string) (dyn
 }
 
 // Get returns the object, or an error for which kerrors.IsNotFound is true.
+// With WithMirror it reads through the read path (see read.go): the
+// object may come from this replica's last write or read of it, or from the
+// object mirror, as new as the handled event needs or, under Guarded, as
+// new as they hold; a GET otherwise. The object is the caller's to change.
 func (r *Resources) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	if r.usesMirror(gvk) {
+		return r.get(ctx, gvk, namespace, name)
+	}
 	ri, err := r.Resource(gvk, namespace)
 	if err != nil {
 		return nil, err

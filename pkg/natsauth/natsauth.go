@@ -46,6 +46,7 @@ import (
 	"slices"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/mirror"
 	"github.com/loomxr/loom/pkg/watchreq"
 )
 
@@ -89,9 +90,18 @@ func For(service string) (Permissions, error) {
 			p.pub(workSubjects(s))
 		}
 		p.watchBucket(watchreq.Bucket, ">")
+		// The object mirror (watcher --mirror): the watcher alone writes
+		// it, lists its keys and drops its old delete markers.
+		p.setupBucket(mirror.Bucket)
+		p.writeBucket(mirror.Bucket, ">")
+		p.watchBucket(mirror.Bucket, ">")
+		p.pub(api + "STREAM.PURGE." + kvStream(mirror.Bucket))
 	case bus.Renderer, bus.Binder, bus.Secrets:
 		p.setup(bus.Services...)
 		p.worker(service)
+		// Workers read the object mirror (--mirror): get, and list a kind.
+		p.setupBucket(mirror.Bucket)
+		p.watchBucket(mirror.Bucket, ">")
 		if service == bus.Renderer {
 			p.setupBucket(watchreq.Bucket)
 			p.writeBucket(watchreq.Bucket, ">")

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/mirror"
 	"github.com/loomxr/loom/pkg/watchreq"
 )
@@ -67,6 +68,21 @@ func (b *Bus) WatchRequests(ctx context.Context) (jetstream.KeyValue, error) {
 // with the bus's replica count, and returns it, retrying like Runtime.Bus.
 func (b *Bus) Mirror(ctx context.Context) (jetstream.KeyValue, error) {
 	return b.bucket(ctx, mirror.EnsureBucket)
+}
+
+// ReadOptions returns the options of a worker's kube.Resources that the
+// flags ask for: with f.Mirror, the read path through the object mirror
+// (kube.WithMirror, ensuring the bucket like Mirror); otherwise none, and
+// every read is a GET.
+func (b *Bus) ReadOptions(ctx context.Context, f WorkerFlags) ([]kube.Option, error) {
+	if !f.Mirror {
+		return nil, nil
+	}
+	kv, err := b.Mirror(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []kube.Option{kube.WithMirror(mirror.NewReader(kv))}, nil
 }
 
 // bucket calls ensure, a bucket's EnsureBucket, with the bus's replica

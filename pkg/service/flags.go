@@ -33,12 +33,18 @@ func (f KubeFlags) Config(base *rest.Config) *rest.Config {
 
 // WorkerFlags are the flags of a service that consumes work from the bus:
 // the bus's layout (bus.Flags), the worker's scheduling
-// (bus.SchedulingFlags) and --concurrency, whose environment variable
-// carries the service's prefix (LOOM_BINDER_CONCURRENCY, ...).
+// (bus.SchedulingFlags), --concurrency, whose environment variable
+// carries the service's prefix (LOOM_BINDER_CONCURRENCY, ...), and --mirror
+// (env LOOM_MIRROR, shared by every worker, like the bus's layout).
 type WorkerFlags struct {
 	Bus         bus.Flags
 	Scheduling  bus.SchedulingFlags
 	Concurrency int
+	// Mirror reads objects through the object mirror (Bus.ReadOptions).
+	// Off by default: the watcher must run with --mirror too, or every
+	// read falls back to the API server after a wasted look at an empty
+	// bucket.
+	Mirror bool
 }
 
 // Register adds the flags to fs; --concurrency defaults to the environment
@@ -48,6 +54,8 @@ func (f *WorkerFlags) Register(fs *flag.FlagSet, env string, concurrency int) {
 	f.Scheduling.Register(fs)
 	fs.IntVar(&f.Concurrency, "concurrency", EnvInt(env+"_CONCURRENCY", concurrency),
 		"targets handled at once by this replica (env "+env+"_CONCURRENCY)")
+	fs.BoolVar(&f.Mirror, "mirror", EnvBool("LOOM_MIRROR", false),
+		"read objects from this replica's own writes and the object mirror the watcher writes (watcher --mirror) before asking the API server (env LOOM_MIRROR)")
 }
 
 // Options returns the Worker options the flags ask for, or an error naming

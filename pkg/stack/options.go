@@ -112,6 +112,13 @@ type Options struct {
 	// OTEL_EXPORTER_OTLP_ENDPOINT to collect the services' traces.
 	Env []string
 
+	// Mirror runs the state plane: the watcher writes every object it
+	// watches to the object mirror (watcher --mirror) and the workers read
+	// through it (--mirror of the binder, renderer and secrets service), so
+	// that they ask the API server only what the mirror cannot answer. Off
+	// by default; Env may override either variable.
+	Mirror bool
+
 	// APIServerArgs are extra kube-apiserver flags, appended after the
 	// stack's own (for a repeated flag the last one wins), for example an
 	// audit policy for a benchmark that attributes requests to clients.
@@ -207,6 +214,15 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// mirrorEnv returns the environment that turns Mirror on in every service
+// (each reads only its own variable), or nothing.
+func (o Options) mirrorEnv() []string {
+	if !o.Mirror {
+		return nil
+	}
+	return []string{"LOOM_WATCHER_MIRROR=true", "LOOM_MIRROR=true"}
 }
 
 // replicas returns how many replicas of service to run.

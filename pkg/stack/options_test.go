@@ -154,3 +154,27 @@ func TestReadInfo(t *testing.T) {
 		})
 	}
 }
+
+func TestMirrorEnv(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		opts   Options
+		want   []string
+	}{
+		"Off": {
+			reason: "Without Mirror the services get no variable and keep their defaults (off).",
+		},
+		"On": {
+			reason: "Mirror turns on the watcher's writes and the workers' reads.",
+			opts:   Options{Mirror: true},
+			want:   []string{"LOOM_WATCHER_MIRROR=true", "LOOM_MIRROR=true"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.opts.mirrorEnv()); diff != "" {
+				t.Errorf("\n%s\nmirrorEnv(): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

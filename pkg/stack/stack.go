@@ -191,7 +191,7 @@ func (s *Stack) startServices(ctx context.Context) error {
 				// NATS user. The renderer and the secrets service get the
 				// gRPC channel of connection details (secretsChannel).
 				Env: slices.Concat([]string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())}, s.natsAuth.env(svc),
-					channel.env(svc, i), s.opts.Env),
+					channel.env(svc, i), s.opts.mirrorEnv(), s.opts.Env),
 				Echo:    s.opts.ServiceLog,
 				Restart: true,
 			})

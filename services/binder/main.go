@@ -58,7 +58,11 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	if err != nil {
 		return err
 	}
-	c := object.New(kc.Dynamic, kc.Metadata, kc.Mapper, claim.FieldManager)
+	ro, err := b.ReadOptions(ctx, f.worker)
+	if err != nil {
+		return err
+	}
+	c := object.New(kc.Dynamic, kc.Metadata, kc.Mapper, claim.FieldManager, ro...)
 	imp := object.NewImpersonator(kc.REST, kc.Mapper, claim.FieldManager)
 	rec, stop, err := event.StartRecorder(ctx, kc.Kubernetes, claim.FieldManager)
 	if err != nil {

@@ -185,7 +185,11 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	if err != nil {
 		return err
 	}
-	client := kube.New(kc.Dynamic, kc.Mapper)
+	ro, err := b.ReadOptions(ctx, f.worker)
+	if err != nil {
+		return err
+	}
+	client := kube.New(kc.Dynamic, kc.Mapper, ro...)
 	imp := kube.NewImpersonator(kc.REST, kc.Mapper)
 	api, stop, err := kitevent.StartRecorder(ctx, kc.Kubernetes, kube.FieldManager)
 	if err != nil {

@@ -107,11 +107,17 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		return err
 	}
 
-	kc, err := kube.NewClients(f.kube.Config(rt.REST))
+	rc := f.kube.Config(rt.REST)
+	rc.Wrap(secretskube.Count(nil))
+	kc, err := kube.NewClients(rc)
 	if err != nil {
 		return err
 	}
-	c := secretskube.New(kc.Dynamic, kc.Metadata, kc.Kubernetes, kc.Mapper)
+	ro, err := b.ReadOptions(ctx, f.worker)
+	if err != nil {
+		return err
+	}
+	c := secretskube.New(kc.Dynamic, kc.Metadata, kc.Kubernetes, kc.Mapper, ro...)
 	rec, stop, err := event.StartRecorder(ctx, kc.Kubernetes, secretskube.FieldManager)
 	if err != nil {
 		return err

@@ -48,6 +48,7 @@ import (
 	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/telemetry"
 )
@@ -171,7 +172,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		log.Debug("No XRD offers this kind of claim; ignoring it")
 		return reconcile.Result{}, nil
 	}
-	cm, err := r.client.Get(ctx, d.GetClaimGroupVersionKind(), namespace, name)
+	// Every write that follows a read of the claim or its XR is guarded
+	// (resourceVersion preconditions, create-and-AlreadyExists, server-side
+	// apply, a UID precondition on delete): they may come from the read
+	// path at any version it holds.
+	cm, err := r.client.Get(kitkube.Guarded(ctx), d.GetClaimGroupVersionKind(), namespace, name)
 	if kerrors.IsNotFound(err) {
 		return reconcile.Result{}, nil
 	}
@@ -202,7 +207,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	ref := ResourceRef(cm)
 	xrGVK := d.GetCompositeGroupVersionKind()
 
-	xr, err := r.client.Get(ctx, xrGVK, "", ref.Name)
+	xr, err := r.client.Get(kitkube.Guarded(ctx), xrGVK, "", ref.Name)
 	if kerrors.IsNotFound(err) {
 		xr, err = nil, nil
 	}
@@ -485,7 +490,7 @@ func (r *Reconciler) finalize(ctx context.Context, log *slog.Logger, cm *unstruc
 	}
 	var xr *unstructured.Unstructured
 	if ref := ResourceRef(cm); ref != nil {
-		got, err := r.client.Get(ctx, d.GetCompositeGroupVersionKind(), "", ref.Name)
+		got, err := r.client.Get(kitkube.Guarded(ctx), d.GetCompositeGroupVersionKind(), "", ref.Name)
 		switch {
 		case kerrors.IsNotFound(err):
 		case err != nil:

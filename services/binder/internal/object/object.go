@@ -33,9 +33,10 @@ type Client struct {
 }
 
 // New returns a client that writes as field manager manager. meta may be nil
-// if ListMetadata is never called.
-func New(dyn dynamic.Interface, md metadata.Interface, mapper meta.ResettableRESTMapper, manager string) *Client {
-	return &Client{Resources: kitkube.NewResources(dyn, mapper), meta: md, manager: manager}
+// if ListMetadata is never called. opts configure the reads (see
+// kitkube.WithMirror); the client reports every write to them.
+func New(dyn dynamic.Interface, md metadata.Interface, mapper meta.ResettableRESTMapper, manager string, opts ...kitkube.Option) *Client {
+	return &Client{Resources: kitkube.NewResources(dyn, mapper, opts...), meta: md, manager: manager}
 }
 
 // ListMetadata returns the metadata of every object of kind gk, at its
@@ -59,7 +60,8 @@ func (c *Client) Create(ctx context.Context, obj *unstructured.Unstructured) (*u
 	if err != nil {
 		return nil, err
 	}
-	return r.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.manager})
+	out, err := r.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.manager})
+	return c.Written(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName(), out, err)
 }
 
 // Update replaces obj, with obj's resourceVersion as a precondition: a stale
@@ -69,7 +71,8 @@ func (c *Client) Update(ctx context.Context, obj *unstructured.Unstructured) (*u
 	if err != nil {
 		return nil, err
 	}
-	return r.Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.manager})
+	out, err := r.Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.manager})
+	return c.Written(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName(), out, err)
 }
 
 // Apply server-side applies intent. Without force a field another manager
@@ -80,7 +83,8 @@ func (c *Client) Apply(ctx context.Context, intent *unstructured.Unstructured, f
 	if err != nil {
 		return nil, err
 	}
-	return r.Apply(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: c.manager, Force: force})
+	out, err := r.Apply(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: c.manager, Force: force})
+	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
 }
 
 // ApplyStatus server-side applies intent to the status subresource, forcing
@@ -90,7 +94,8 @@ func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructu
 	if err != nil {
 		return nil, err
 	}
-	return r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: c.manager, Force: true})
+	out, err := r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: c.manager, Force: true})
+	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
 }
 
 // MergePatch sends a JSON merge patch; a nil value in patch removes a field
@@ -104,7 +109,8 @@ func (c *Client) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, na
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode patch: %w", err)
 	}
-	return r.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: c.manager})
+	out, err := r.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: c.manager})
+	return c.Written(gvk, namespace, name, out, err)
 }
 
 // JSONPatch sends a JSON patch (RFC 6902).
@@ -113,7 +119,8 @@ func (c *Client) JSONPatch(ctx context.Context, gvk schema.GroupVersionKind, nam
 	if err != nil {
 		return nil, err
 	}
-	return r.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: c.manager})
+	out, err := r.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: c.manager})
+	return c.Written(gvk, namespace, name, out, err)
 }
 
 // Delete deletes the object with the supplied propagation policy (nil for
@@ -124,6 +131,7 @@ func (c *Client) Delete(ctx context.Context, gvk schema.GroupVersionKind, namesp
 	if err != nil {
 		return err
 	}
+	c.Forget(gvk, namespace, name)
 	opts := metav1.DeleteOptions{PropagationPolicy: propagation}
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}

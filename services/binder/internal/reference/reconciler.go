@@ -44,6 +44,7 @@ import (
 	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/telemetry"
 )
@@ -197,6 +198,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 			return reconcile.Result{}, err
 		}
 	}
+	// Every write that follows is a server-side apply (of resolved fields
+	// and of the XR's status): the XR, its composed resources and their
+	// targets may come from the read path at any version it holds.
+	ctx = kitkube.Guarded(ctx)
 	xr, err := r.client.Get(ctx, gvk, namespace, name)
 	if kerrors.IsNotFound(err) {
 		return reconcile.Result{}, nil

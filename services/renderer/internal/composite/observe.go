@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apply"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/xcrd"
 )
 
@@ -58,7 +59,9 @@ func (r *Reconciler) observe(ctx context.Context, st *state) (map[string]*unstru
 		if st.namespaced() {
 			ns = st.xr.GetNamespace()
 		}
-		u, err := r.client.Get(ctx, rf.gvk(), ns, rf.Name)
+		// The renderer writes composed resources with server-side apply
+		// only: any version the read path holds will do.
+		u, err := r.client.Get(kitkube.Guarded(ctx), rf.gvk(), ns, rf.Name)
 		if kerrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			continue
 		}

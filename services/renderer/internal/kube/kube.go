@@ -40,9 +40,10 @@ type Client struct {
 	*kitkube.Resources
 }
 
-// New returns a Client.
-func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper) *Client {
-	return &Client{Resources: kitkube.NewResources(dyn, mapper)}
+// New returns a Client. opts configure the reads (see kitkube.WithMirror);
+// the client reports every write to them.
+func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts ...kitkube.Option) *Client {
+	return &Client{Resources: kitkube.NewResources(dyn, mapper, opts...)}
 }
 
 // Apply server-side applies intent, forcing ownership of the fields it sets.
@@ -51,7 +52,8 @@ func (c *Client) Apply(ctx context.Context, intent *unstructured.Unstructured) (
 	if err != nil {
 		return nil, err
 	}
-	return r.Apply(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	out, err := r.Apply(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
 }
 
 // ApplyStatus server-side applies intent to the status subresource, forcing
@@ -61,7 +63,8 @@ func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructu
 	if err != nil {
 		return nil, err
 	}
-	return r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	out, err := r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
 }
 
 // MergePatch sends a JSON merge patch (RFC 7386): lists in patch replace the
@@ -75,7 +78,8 @@ func (c *Client) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, na
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode patch: %w", err)
 	}
-	return r.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
+	out, err := r.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
+	return c.Written(gvk, namespace, name, out, err)
 }
 
 // Create creates obj. An object that exists already fails with an error for
@@ -85,7 +89,8 @@ func (c *Client) Create(ctx context.Context, obj *unstructured.Unstructured) (*u
 	if err != nil {
 		return nil, err
 	}
-	return r.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	out, err := r.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	return c.Written(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName(), out, err)
 }
 
 // Update replaces obj, with obj's resourceVersion as a precondition: a stale
@@ -95,7 +100,8 @@ func (c *Client) Update(ctx context.Context, obj *unstructured.Unstructured) (*u
 	if err != nil {
 		return nil, err
 	}
-	return r.Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+	out, err := r.Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+	return c.Written(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName(), out, err)
 }
 
 // Delete deletes the object with background propagation and, if uid is not
@@ -106,6 +112,7 @@ func (c *Client) Delete(ctx context.Context, gvk schema.GroupVersionKind, namesp
 	if err != nil {
 		return err
 	}
+	c.Forget(gvk, namespace, name)
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
 	if uid != "" {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
 )
 
@@ -25,7 +26,8 @@ func (r *Reconciler) copyToClaim(ctx context.Context, st *xrState, data map[stri
 	if err != nil || kind == "" || ns == "" || name == "" {
 		return false, nil //nolint:nilerr // A claimRef that names no claim asks for no copy.
 	}
-	claim, err := r.client.Get(ctx, gv.WithKind(kind), ns, name)
+	// The claim's status is written with server-side apply.
+	claim, err := r.client.Get(kitkube.Guarded(ctx), gv.WithKind(kind), ns, name)
 	if kerrors.IsNotFound(err) {
 		return false, nil
 	}

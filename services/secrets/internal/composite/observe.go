@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
 	"github.com/loomxr/loom/services/secrets/internal/staging"
@@ -46,7 +47,9 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 			// Its template contributes nothing: no need to read it.
 			continue
 		}
-		obj, err := r.client.Get(ctx, gv.WithKind(kind), ns, name)
+		// Never written here; what it names is read afresh (Secrets are
+		// never mirrored), and a newer version brings an event of its own.
+		obj, err := r.client.Get(kitkube.Guarded(ctx), gv.WithKind(kind), ns, name)
 		if kerrors.IsNotFound(err) {
 			continue
 		}

@@ -12,7 +12,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,36 +29,17 @@ import (
 // FieldManager is the field manager of every write the service makes.
 const FieldManager = "loom-secrets"
 
-// A Tally counts the API requests made with a context (see WithTally).
-type Tally struct {
-	reads, writes atomic.Int64
-}
+// A Tally counts the API requests made with a context (see WithTally):
+// pkg/kube's, counted by the transport (install Count with
+// rest.Config.Wrap), so that reads the read path answered without the API
+// server are not counted.
+type Tally = kitkube.Tally
 
-// Reads returns the number of read requests (GET) counted.
-func (t *Tally) Reads() int64 { return t.reads.Load() }
-
-// Writes returns the number of write requests (create, update, patch)
-// counted.
-func (t *Tally) Writes() int64 { return t.writes.Load() }
-
-type tallyKey struct{}
-
-// WithTally returns a context whose requests are counted in t.
-func WithTally(ctx context.Context, t *Tally) context.Context {
-	return context.WithValue(ctx, tallyKey{}, t)
-}
-
-func read(ctx context.Context) {
-	if t, ok := ctx.Value(tallyKey{}).(*Tally); ok {
-		t.reads.Add(1)
-	}
-}
-
-func write(ctx context.Context) {
-	if t, ok := ctx.Value(tallyKey{}).(*Tally); ok {
-		t.writes.Add(1)
-	}
-}
+// WithTally and Count are pkg/kube's.
+var (
+	WithTally = kitkube.WithTally //nolint:gochecknoglobals // An alias of a function.
+	Count     = kitkube.Count     //nolint:gochecknoglobals // An alias of a function.
+)
 
 // Client reads and writes objects. It is safe for concurrent use.
 type Client struct {
@@ -69,15 +49,11 @@ type Client struct {
 }
 
 // New returns a Client. The mapper maps kinds to resources; a kind it does
-// not know makes it reload, at most once a second.
-func New(dyn dynamic.Interface, md metadata.Interface, kube kubernetes.Interface, mapper meta.ResettableRESTMapper) *Client {
-	return &Client{Resources: kitkube.NewResources(dyn, mapper), md: md, kube: kube}
-}
-
-// Get returns the object, or an error for which kerrors.IsNotFound is true.
-func (c *Client) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
-	read(ctx)
-	return c.Resources.Get(ctx, gvk, namespace, name)
+// not know makes it reload, at most once a second. opts configure the reads
+// of objects (see kitkube.WithMirror; Secrets are always read from the API
+// server); the client reports every write of an object to them.
+func New(dyn dynamic.Interface, md metadata.Interface, kube kubernetes.Interface, mapper meta.ResettableRESTMapper, opts ...kitkube.Option) *Client {
+	return &Client{Resources: kitkube.NewResources(dyn, mapper, opts...), md: md, kube: kube}
 }
 
 // Controller returns the controller reference of the object that ref (an
@@ -97,7 +73,6 @@ func (c *Client) Controller(ctx context.Context, ref metav1.OwnerReference, name
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
 		r = c.md.Resource(m.Resource).Namespace(namespace)
 	}
-	read(ctx)
 	o, err := r.Get(ctx, ref.Name, metav1.GetOptions{})
 	if kerrors.IsNotFound(err) {
 		return nil, nil
@@ -118,27 +93,24 @@ func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructu
 	if err != nil {
 		return nil, err
 	}
-	write(ctx)
-	return r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	out, err := r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
 }
 
 // GetSecret returns the Secret, or an error for which kerrors.IsNotFound is
 // true.
 func (c *Client) GetSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
-	read(ctx)
 	return c.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // CreateSecret creates s. A Secret that exists already fails with an error
 // for which kerrors.IsAlreadyExists is true.
 func (c *Client) CreateSecret(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error) {
-	write(ctx)
 	return c.kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{FieldManager: FieldManager})
 }
 
 // UpdateSecret replaces s, with s's resourceVersion as a precondition: a
 // stale s fails with an error for which kerrors.IsConflict is true.
 func (c *Client) UpdateSecret(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error) {
-	write(ctx)
 	return c.kube.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{FieldManager: FieldManager})
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/lru"
 
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/tracker"
@@ -130,7 +131,8 @@ func (h *Handler) claim(ctx context.Context, r reconcile.Request, gvk schema.Gro
 		h.record(claim)
 		return nil //nolint:nilerr // A claim bound to no XR has nothing to requeue.
 	}
-	xr, err := h.client.Get(ctx, gv.WithKind(kind), "", name)
+	// Read only to decide whether to requeue the XR, which re-reads it.
+	xr, err := h.client.Get(kitkube.Guarded(ctx), gv.WithKind(kind), "", name)
 	if kerrors.IsNotFound(err) {
 		// The XR's creation is an event of its own.
 		h.record(claim)

@@ -1,0 +1,254 @@
+package kube
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/lru"
+
+	"github.com/loomxr/loom/pkg/mirror"
+	"github.com/loomxr/loom/pkg/reconcile"
+)
+
+// The read path. Resources.Get answers from three places, in order:
+//
+//  1. what this replica last heard from the API server about the object:
+//     the response to its own last write (create, update, patch, apply) or
+//     GET of it, kept by key in a bounded LRU cache;
+//  2. the object mirror (package mirror), which the watcher writes before it
+//     publishes the event naming a change;
+//  3. a GET, whose answer goes into the cache.
+//
+// The first two answer only when the caller may take them:
+//
+//   - The object the handled event names (reconcile.RequestFrom), when the
+//     event carries a resourceVersion: the cache or mirror entry must be at
+//     least that new. This is always safe: a handler never needs more than
+//     the version whose change it was told about, and a newer change brings
+//     another event.
+//   - Any object, under a context made by Guarded: the newer of the cache's
+//     and the mirror's entries, whatever their age. The caller promises that
+//     every write it bases on the answer is guarded (a resourceVersion
+//     precondition, create-and-AlreadyExists, server-side apply), so that a
+//     stale answer costs a failed or superseded write, never a lost change;
+//     and the watcher mirrors before it publishes, so a newer version than
+//     the one read always brings an event of its own.
+//   - Anything else is a GET, as it is without a mirror.
+//
+// An object the mirror has no entry for (Unknown) is never taken as absent:
+// it is read from the API server. Secrets are never read from the mirror
+// (they are not in it) nor cached. A write that fails with a conflict, or a
+// read or write that finds the object gone or already there, makes the next
+// read of that object a GET whatever the context says, so that a handler
+// that lost a race on a stale answer reads the truth when it tries again.
+//
+// Without WithMirror, Get is a GET and nothing is cached.
+
+// DefaultCacheSize is how many objects the read path remembers by default.
+// At a few kilobytes an object it holds a few megabytes: memory stays flat
+// whatever the number of claims.
+const DefaultCacheSize = 2048
+
+// A Mirror answers reads from the object mirror; *mirror.Reader satisfies
+// it. See mirror.Reader.Get for the contract.
+type Mirror interface {
+	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name, minResourceVersion string) (*unstructured.Unstructured, mirror.State, error)
+}
+
+// An Option configures Resources.
+type Option func(*Resources)
+
+// WithMirror makes Get read the service's own write responses and m before
+// the API server, as the read path above says. Without it (the default) Get
+// always GETs.
+func WithMirror(m Mirror) Option {
+	return func(r *Resources) { r.mirror = m }
+}
+
+// WithCacheSize sets how many objects the read path remembers (default
+// DefaultCacheSize). It matters only with WithMirror.
+func WithCacheSize(n int) Option {
+	return func(r *Resources) { r.cacheSize = n }
+}
+
+// Read sources, as the loom.kube.reads metric names them.
+const (
+	sourceOwn    = "own"
+	sourceMirror = "mirror"
+	sourceAPI    = "api"
+)
+
+// readPath is the state of the read path of one Resources.
+type readPath struct {
+	once  sync.Once
+	cache *lru.Cache
+	reads metric.Int64Counter
+}
+
+// An entry is what the cache holds of one object: its last version heard
+// from the API server, or, with obj nil, a mark that the next read must GET.
+type entry struct {
+	obj *unstructured.Unstructured
+}
+
+type cacheKey struct {
+	group, kind, namespace, name string
+}
+
+func keyOf(gvk schema.GroupVersionKind, namespace, name string) cacheKey {
+	return cacheKey{group: gvk.Group, kind: gvk.Kind, namespace: namespace, name: name}
+}
+
+type guardedKey struct{}
+
+// Guarded returns a context under which Get may answer with any version of
+// an object that the read path holds (see the read path above). Use it only
+// for reads whose every following write is guarded by a resourceVersion
+// precondition, create-and-AlreadyExists, or server-side apply. It changes
+// nothing without WithMirror.
+func Guarded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, guardedKey{}, true)
+}
+
+func guarded(ctx context.Context) bool {
+	g, _ := ctx.Value(guardedKey{}).(bool)
+	return g
+}
+
+func (r *Resources) init() {
+	r.read.once.Do(func() {
+		n := r.cacheSize
+		if n <= 0 {
+			n = DefaultCacheSize
+		}
+		r.read.cache = lru.New(n)
+		// Instrument creation fails only for invalid names, a constant
+		// here; a failed instrument is a no-op one.
+		r.read.reads, _ = otel.Meter("github.com/loomxr/loom/pkg/kube").Int64Counter("loom.kube.reads",
+			metric.WithDescription("Reads of objects through the read path, by source: own (this replica's last write or read of the object), mirror (the object mirror), api (a GET)."))
+	})
+}
+
+// usesMirror reports whether reads of kind gvk go through the read path.
+func (r *Resources) usesMirror(gvk schema.GroupVersionKind) bool {
+	return r.mirror != nil && mirror.Mirrored(gvk.GroupKind())
+}
+
+// minVersion returns the resourceVersion a read of the object must reach to
+// be answered without a GET, and whether it may be answered so at all.
+func minVersion(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (string, bool) {
+	if req, ok := reconcile.RequestFrom(ctx); ok && req.Event != nil {
+		o := req.Event.GetObject()
+		rv := req.Event.GetResourceVersion()
+		if rv != "" && o.GetGroup() == gvk.Group && o.GetKind() == gvk.Kind && o.GetNamespace() == namespace && o.GetName() == name {
+			return rv, true
+		}
+	}
+	if guarded(ctx) {
+		return "", true
+	}
+	return "", false
+}
+
+// get is Get through the read path.
+func (r *Resources) get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	r.init()
+	k := keyOf(gvk, namespace, name)
+	var own *unstructured.Unstructured
+	if v, ok := r.read.cache.Get(k); ok {
+		e := v.(entry) //nolint:forcetypeassert // The cache holds only entries.
+		if e.obj == nil {
+			return r.getAPI(ctx, gvk, namespace, name)
+		}
+		own = e.obj
+	}
+	want, ok := minVersion(ctx, gvk, namespace, name)
+	if !ok {
+		return r.getAPI(ctx, gvk, namespace, name)
+	}
+	if want != "" && own != nil && sameVersion(own, gvk) && mirror.AtLeast(own.GetResourceVersion(), want) {
+		r.count(ctx, sourceOwn)
+		return own.DeepCopy(), nil
+	}
+	m, st, err := r.mirror.Get(ctx, gvk, namespace, name, want)
+	if err != nil || st != mirror.Fresh {
+		// Stale, Unknown (never seen, or deleted: an entry we hold may be
+		// all that is left of it), or a mirror that cannot be read: only
+		// the API server can answer.
+		return r.getAPI(ctx, gvk, namespace, name)
+	}
+	if own != nil && sameVersion(own, gvk) && newer(own, m) {
+		r.count(ctx, sourceOwn)
+		return own.DeepCopy(), nil
+	}
+	r.count(ctx, sourceMirror)
+	return m, nil
+}
+
+// getAPI GETs the object and remembers the answer.
+func (r *Resources) getAPI(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	r.count(ctx, sourceAPI)
+	ri, err := r.Resource(gvk, namespace)
+	if err != nil {
+		return nil, err
+	}
+	u, err := ri.Get(ctx, name, metav1.GetOptions{})
+	return r.Written(gvk, namespace, name, u, err)
+}
+
+// Written records the outcome of a write (or read) of an object through the
+// API server, and returns obj and err unchanged, so that a client's write
+// method can end with
+//
+//	return c.Written(gvk, namespace, name, r.Update(ctx, obj, opts))
+//
+// A successful answer becomes the object's cached version; a conflict, or
+// an object gone or already there, makes the next read of the object a GET.
+// Other errors forget nothing: they say nothing of the object. It does
+// nothing without WithMirror, or for Secrets.
+func (r *Resources) Written(gvk schema.GroupVersionKind, namespace, name string, obj *unstructured.Unstructured, err error) (*unstructured.Unstructured, error) {
+	if !r.usesMirror(gvk) {
+		return obj, err
+	}
+	r.init()
+	k := keyOf(gvk, namespace, name)
+	switch {
+	case err == nil && obj != nil:
+		r.read.cache.Add(k, entry{obj: obj.DeepCopy()})
+	case kerrors.IsConflict(err) || kerrors.IsNotFound(err) || kerrors.IsAlreadyExists(err):
+		r.read.cache.Add(k, entry{})
+	}
+	return obj, err
+}
+
+// Forget makes the next read of the object a GET; for a client's deletes.
+// It does nothing without WithMirror.
+func (r *Resources) Forget(gvk schema.GroupVersionKind, namespace, name string) {
+	if !r.usesMirror(gvk) {
+		return
+	}
+	r.init()
+	r.read.cache.Add(keyOf(gvk, namespace, name), entry{})
+}
+
+func (r *Resources) count(ctx context.Context, source string) {
+	r.read.reads.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("source", source)))
+}
+
+// sameVersion reports whether u is held at the version of its kind that gvk
+// names (an empty version accepts any), as the mirror's Reader checks.
+func sameVersion(u *unstructured.Unstructured, gvk schema.GroupVersionKind) bool {
+	return gvk.Version == "" || u.GroupVersionKind().Version == gvk.Version
+}
+
+// newer reports whether a is strictly newer than b, by resourceVersion.
+func newer(a, b *unstructured.Unstructured) bool {
+	return a.GetResourceVersion() != b.GetResourceVersion() && mirror.AtLeast(a.GetResourceVersion(), b.GetResourceVersion())
+}
