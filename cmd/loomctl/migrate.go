@@ -172,7 +172,7 @@ var (
 
 // The rights the renderer and the watcher need on every composed kind (see
 // deploy/helm/loom/files/rbac).
-var composedRights = map[string][]string{
+var composedRights = map[string][]string{ //nolint:gochecknoglobals // Treated as a constant.
 	"renderer": {"get", "create", "patch", "delete"},
 	"watcher":  {"get", "list", "watch"},
 }
