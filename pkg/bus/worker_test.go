@@ -825,3 +825,41 @@ func TestResyncRequeuedAndDeadLettered(t *testing.T) {
 		return err == nil && len(dls) == 2 && h.workPending(bus.Secrets) == 0
 	})
 }
+
+// Events published while the server is down are not lost: their
+// acknowledgements fail or come late, the Publisher sends them again, and
+// Flush reports success once each is stored, exactly once.
+func TestPublishSurvivesServerOutage(t *testing.T) {
+	h := newHarness(t, testConfig())
+	pub := h.publisher()
+	// The first event checks the stream's partitions, which needs the server.
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(0), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.Stop()
+	const n = 50
+	for i := 1; i <= n; i++ {
+		if err := pub.Publish(t.Context(), bus.Renderer, event(uid(i), 1)); err != nil {
+			t.Fatalf("Publish while the server is down: %v", err)
+		}
+	}
+	if err := h.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := pub.Flush(ctx); err != nil {
+		t.Fatalf("Flush after the outage: %v", err)
+	}
+	_, js := bustest.Connect(t, h.srv.URL())
+	s, err := js.Stream(t.Context(), bus.StreamName(bus.Renderer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().State.Msgs; got != n+1 {
+		t.Errorf("the stream holds %d events; want the %d published, each once", got, n+1)
+	}
+}
