@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/loomxr/loom/e2e/framework"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // raceClaims is how many claims the race test creates at once.
@@ -43,7 +44,9 @@ func testBindingRace(t *testing.T, env *binderEnv) {
 	// others are still being bound.
 	killed := make(chan error, 1)
 	go func() {
-		killed <- pollUntil(ctx, 2*time.Minute, func() error {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		killed <- poll.Wait(pctx, func(context.Context) error {
 			l, err := claims.List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
@@ -59,7 +62,7 @@ func testBindingRace(t *testing.T, env *binderEnv) {
 			}
 			t.Logf("killing binder replica 1 with %d of %d claims bound", bound, raceClaims)
 			return env.Stack.KillService("binder", 1)
-		})
+		}, poll.Every(framework.PollInterval))
 	}()
 
 	var wg sync.WaitGroup
@@ -221,26 +224,6 @@ func waitQuiet(t *testing.T, env *binderEnv, resources []string) map[string]floa
 		return nil
 	})
 	return last
-}
-
-// pollUntil calls f every framework.PollInterval until it returns nil, ctx
-// ends or timeout passes.
-func pollUntil(ctx context.Context, timeout time.Duration, f func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(framework.PollInterval)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not done within %s: %w", timeout, err)
-		case <-tick.C:
-		}
-	}
 }
 
 // testBindingNameTaken shows two claims racing for one generated XR name

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/loomxr/loom/e2e/framework"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // The full-system claim test defines its own kinds, rendered by the real
@@ -308,7 +309,9 @@ func quietSystemWrites(t *testing.T, env *framework.Env, resources []string) (ma
 	t.Helper()
 	var last map[string]float64
 	var since time.Time
-	err := pollUntil(t.Context(), time.Minute, func() error {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err := poll.Wait(ctx, func(context.Context) error {
 		now, err := systemWrites(t.Context(), env, resources)
 		if err != nil {
 			return err
@@ -325,6 +328,6 @@ func quietSystemWrites(t *testing.T, env *framework.Env, resources []string) (ma
 			return fmt.Errorf("quiet for %s only", time.Since(since).Round(time.Millisecond))
 		}
 		return nil
-	})
+	}, poll.Every(framework.PollInterval))
 	return last, err
 }
