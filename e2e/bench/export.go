@@ -65,7 +65,7 @@ func ReadAudit(path string, from, to time.Time) (map[AuditRequest]float64, error
 	}
 	out := make(map[AuditRequest]float64, len(c["w"]))
 	for k, v := range c["w"] {
-		out[AuditRequest{Client: k.Client, Verb: k.Verb, Resource: k.Resource, Code: k.Code}] += v
+		out[AuditRequest(k)] += v
 	}
 	return out, nil
 }
