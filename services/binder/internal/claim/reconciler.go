@@ -403,7 +403,15 @@ func (r *Reconciler) syncComposite(ctx context.Context, log *slog.Logger, cm, xr
 		return got, nil
 	}
 
-	changed, err := apply.Changes(xr, intent, FieldManager, "")
+	// Compare with xr as adopt leaves it: the fields the binder set when it
+	// created xr count as applied, so a field the claim no longer sets is a
+	// change even before the binder's first apply (as in a claim whose only
+	// update removes a field).
+	adopted := xr.DeepCopy()
+	if err := csaupgrade.UpgradeManagedFields(adopted, sets.New(FieldManager), FieldManager); err != nil {
+		return nil, fmt.Errorf("cannot compute the field ownership of composite resource %q: %w", xr.GetName(), err)
+	}
+	changed, err := apply.Changes(adopted, intent, FieldManager, "")
 	if err != nil {
 		return nil, err
 	}

@@ -408,6 +408,21 @@ func TestReconcile(t *testing.T) {
 				xrs:   map[string]string{"db-bbbbb": "team-a/db"},
 			},
 		},
+		"AdoptsCreatedFieldsOnRemoval": {
+			reason: "A field the claim dropped, that the binder's create set and no apply took over yet, is a change: the binder adopts the XR's fields and applies, so that the field goes (Crossplane's composition-selection e2e case: a claim's only update removes a compositionSelector label).",
+			objs: []*unstructured.Unstructured{testClaim(withRef("db-bbbbb"), withStatus), testXR("db-bbbbb", "team-a", "db", withStatus, func(xr *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(xr.Object, "eu", "spec", "parameters", "region")
+				xr.SetManagedFields([]metav1.ManagedFieldsEntry{{
+					Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.org/v1", FieldsType: "FieldsV1",
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:crossplane.io/claim-name":{},"f:crossplane.io/claim-namespace":{}}},"f:spec":{"f:claimRef":{},"f:parameters":{"f:region":{},"f:size":{}}}}`)},
+				}})
+			})},
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "jsonPatch XDatabase db-bbbbb", "apply XDatabase db-bbbbb", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
 		"CopyBackConflict": {
 			reason: "A conflict copying the XR's status to the claim is a requeue, not an error that burns deliveries.",
 			objs:   []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", withStatus)},

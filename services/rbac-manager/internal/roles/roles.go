@@ -65,8 +65,10 @@ var grants = []grant{ //nolint:gochecknoglobals // Treated as a constant.
 
 	// XRs: spec machinery by merge patch, list to requeue XRs after a
 	// Composition changed, delete (and claims too) when the XRD is deleted;
-	// status by server-side apply.
-	{role: Renderer, verbs: []string{"get", "list", "patch", "delete"}},
+	// status by server-side apply. Create: an XR composed by another XR's
+	// Composition (a nested XR) is a composed resource, applied by the
+	// renderer like any other.
+	{role: Renderer, verbs: []string{"get", "list", "create", "patch", "delete"}},
 	{role: Renderer, sub: "status", verbs: []string{"get", "patch"}},
 	{role: Renderer, claim: true, verbs: []string{"list", "delete"}},
 

@@ -46,7 +46,7 @@ func TestRules(t *testing.T) {
 		rule("a.org", []string{"get", "create", "patch", "delete"}, "xdbs"),
 	}
 	withClaim[Renderer] = []rbacv1.PolicyRule{
-		rule("a.org", []string{"get", "list", "patch", "delete"}, "xdbs"),
+		rule("a.org", []string{"get", "list", "create", "patch", "delete"}, "xdbs"),
 		rule("a.org", []string{"get", "patch"}, "xdbs/status"),
 		rule("a.org", []string{"list", "delete"}, "dbs"),
 	}
@@ -64,7 +64,7 @@ func TestRules(t *testing.T) {
 		rule("b.org", []string{"get", "patch"}, "xbuckets/status"),
 	}
 	noClaim[Renderer] = []rbacv1.PolicyRule{
-		rule("b.org", []string{"get", "list", "patch", "delete"}, "xbuckets"),
+		rule("b.org", []string{"get", "list", "create", "patch", "delete"}, "xbuckets"),
 		rule("b.org", []string{"get", "patch"}, "xbuckets/status"),
 	}
 	noClaim[Secrets] = []rbacv1.PolicyRule{
