@@ -220,7 +220,7 @@ func TestBadInput(t *testing.T) {
 	env := framework.StartStack(t)
 	ctx := t.Context()
 
-	fatal := startFunction(t, "compose-from-env")
+	fatal := framework.StartFunction(t, "compose-from-env")
 	// A port nothing listens on: the unreachable function.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

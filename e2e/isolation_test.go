@@ -236,7 +236,7 @@ func TestIsolation(t *testing.T) {
 	const healthy, poisoned = 100, 20
 	env := framework.StartStack(t)
 	ctx := t.Context()
-	fn := startFunction(t, "compose-from-env")
+	fn := framework.StartFunction(t, "compose-from-env")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

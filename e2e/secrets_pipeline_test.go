@@ -159,9 +159,9 @@ spec:
 // Composition (whose db password starts as password) on env's stack.
 func fnSecretsInstall(t *testing.T, env *framework.Env, password string) {
 	t.Helper()
-	pki := newFunctionPKI(t)
-	addr := serveFunction(t, buildFunction(t, "connection-details"), pki.serverDir(t))
-	createFunctionSecrets(t, env, "loom-system", "e2e-fn-secrets-ca", "e2e-fn-secrets-client", pki)
+	pki := framework.NewFunctionPKI(t)
+	addr := framework.ServeFunction(t, framework.BuildFunction(t, "connection-details"), pki.ServerDir(t))
+	framework.CreateFunctionSecrets(t, env, "loom-system", "e2e-fn-secrets-ca", "e2e-fn-secrets-client", pki)
 	function := fmt.Sprintf(`
 apiVersion: loom.dev/v1alpha1
 kind: Function

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e
+package upstream
 
 import (
 	"context"
@@ -392,13 +392,13 @@ func upstreamSuiteDir(t *testing.T) string {
 // each upstream Function name.
 func startUpstreamFunctions(t *testing.T, env *framework.Env) map[string]map[string]any {
 	t.Helper()
-	pki := newFunctionPKI(t)
-	certs := pki.serverDir(t)
-	createFunctionSecrets(t, env, stack.Namespace, "upstream-function-ca", "upstream-function-client", pki)
+	pki := framework.NewFunctionPKI(t)
+	certs := pki.ServerDir(t)
+	framework.CreateFunctionSecrets(t, env, stack.Namespace, "upstream-function-ca", "upstream-function-client", pki)
 	specs := map[string]map[string]any{}
 	for name, dir := range upstreamFunctions {
 		specs[name] = map[string]any{
-			"endpoint": serveFunction(t, buildFunction(t, dir), certs),
+			"endpoint": framework.ServeFunction(t, framework.BuildFunction(t, dir), certs),
 			"tls": map[string]any{
 				"caSecretRef":     map[string]any{"namespace": stack.Namespace, "name": "upstream-function-ca"},
 				"clientSecretRef": map[string]any{"namespace": stack.Namespace, "name": "upstream-function-client"},
