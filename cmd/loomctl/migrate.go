@@ -18,11 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 )
 
 func init() { register(newMigrateCommand) }
@@ -465,15 +462,11 @@ type kubeMigrateClient struct {
 }
 
 func newKubeMigrateClient(rc *rest.Config) (*kubeMigrateClient, error) {
-	dyn, err := dynamic.NewForConfig(rc)
+	dyn, mapper, err := dynamicClients(rc)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create dynamic client: %w", err)
+		return nil, err
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create discovery client: %w", err)
-	}
-	return &kubeMigrateClient{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}, nil
+	return &kubeMigrateClient{dyn: dyn, mapper: mapper}, nil
 }
 
 func (c *kubeMigrateClient) Resource(gvk schema.GroupVersionKind) (string, bool) {

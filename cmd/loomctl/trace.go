@@ -210,17 +210,26 @@ type kubeTraceClient struct {
 }
 
 func newKubeTraceClient(rc *rest.Config) (*kubeTraceClient, error) {
+	dyn, mapper, err := dynamicClients(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &kubeTraceClient{dyn: dyn, mapper: mapper}, nil
+}
+
+// dynamicClients returns a dynamic client of rc and a REST mapper that
+// learns kinds through discovery (cached) and expands short names.
+func dynamicClients(rc *rest.Config) (dynamic.Interface, meta.RESTMapper, error) {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create dynamic client: %w", err)
+		return nil, nil, fmt.Errorf("cannot create dynamic client: %w", err)
 	}
 	disc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create discovery client: %w", err)
+		return nil, nil, fmt.Errorf("cannot create discovery client: %w", err)
 	}
 	cached := memory.NewMemCacheClient(disc)
-	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
-	return &kubeTraceClient{dyn: dyn, mapper: mapper}, nil
+	return dyn, restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil), nil
 }
 
 // kindFor resolves what a user typed (a kind, resource or short name,
