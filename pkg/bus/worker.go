@@ -26,6 +26,10 @@ import (
 // protocol; a slower answer is treated as a failure and retried later.
 const kvTimeout = 2 * time.Second
 
+// acquireRetry is the first wait before a lease that could not be taken is
+// tried again; it doubles up to the renewal interval.
+const acquireRetry = 100 * time.Millisecond
+
 // Worker consumes one service's work stream as one replica among several,
 // and calls a Handler for each target. See the package documentation for the
 // guarantees (exclusivity, coalescing, outcomes).
@@ -199,6 +203,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	c.heartbeat(ctx)
 	tick := time.NewTicker(w.renewEvery)
 	defer tick.Stop()
+	// A lease that could not be taken (the server slow or unreachable) is
+	// tried again soon, backing off to the tick: with a long lease TTL the
+	// tick alone would leave the partition unserved for a quarter of it.
+	again := time.NewTimer(time.Hour)
+	again.Stop()
+	defer again.Stop()
+	var backoff time.Duration
+	retryFailed := func() {
+		if !c.failed {
+			backoff = 0
+			return
+		}
+		backoff = min(max(2*backoff, acquireRetry), w.renewEvery)
+		again.Reset(backoff)
+	}
 	w.log.Info("worker started", "lease_ttl", w.leaseTTL, "partitions", w.cfg.Partitions)
 	for {
 		select {
@@ -214,6 +233,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			c.heartbeat(ctx)
 			if c.synced {
 				c.reconcile(ctx)
+				retryFailed()
+			}
+		case <-again.C:
+			if c.synced {
+				c.reconcile(ctx)
+				retryFailed()
 			}
 		case e, ok := <-mw.Updates():
 			if !ok {
@@ -222,6 +247,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			if c.member(e) {
 				c.reconcile(ctx)
+				retryFailed()
 			}
 		case e, ok := <-lw.Updates():
 			if !ok {
@@ -230,10 +256,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			if p, freed := w.freedPartition(e); freed && c.synced && c.desired(p) {
 				c.acquire(ctx, p)
+				if c.failed {
+					retryFailed()
+				}
 			}
 		case <-w.wake:
 			if c.synced {
 				c.reconcile(ctx)
+				retryFailed()
 			}
 		}
 	}
@@ -363,6 +393,10 @@ type coordinator struct {
 	// partition only to give most of them back.
 	synced             bool
 	loggedHeartbeatErr bool
+	// failed is set when the last reconcile could not take the lease of a
+	// partition assigned to this replica for a reason other than another
+	// replica holding it.
+	failed bool
 }
 
 // heartbeat refreshes this replica's membership entry.
@@ -438,6 +472,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 			want++
 		}
 	}
+	c.failed = false
 	for p := range w.cfg.Partitions {
 		mine := owner(w.service, p, live) == w.replicaID
 		w.mu.Lock()
@@ -482,13 +517,19 @@ func (c *coordinator) acquireN(ctx context.Context, p, want int) {
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Ours from before a lost answer or a fence? Then take it back.
 		e, gerr := w.leases.Get(actx, key)
-		if gerr != nil || string(e.Value()) != w.instance {
+		if gerr != nil {
+			c.failed = true
 			return
+		}
+		if string(e.Value()) != w.instance {
+			return // another replica's: its release or expiry wakes us
 		}
 		sent = time.Now()
 		rev, err = w.leases.Update(actx, key, []byte(w.instance), e.Revision())
 	}
 	if err != nil {
+		w.log.Debug("cannot take lease", "partition", p, "error", err)
+		c.failed = true
 		return
 	}
 	batch := max(1, min(256, 2*w.concurrency/max(1, want)))

@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -863,3 +864,60 @@ func TestPublishSurvivesServerOutage(t *testing.T) {
 		t.Errorf("the stream holds %d events; want the %d published, each once", got, n+1)
 	}
 }
+
+// A partition whose lease cannot be taken (here: the leases bucket refuses
+// writes for a while) is tried again soon, not only at the next renewal
+// tick, which with a long lease TTL would leave it unserved for a quarter of
+// that TTL.
+func TestLeaseRetriedSoonAfterFailure(t *testing.T) {
+	cfg := testConfig()
+	cfg.LeaseTTL = 4 * time.Minute // renewal tick: one minute
+	h := newHarness(t, cfg)
+	ctx := t.Context()
+	leases, err := h.js.KeyValue(ctx, bus.LeasesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := h.js.Stream(ctx, "KV_"+bus.LeasesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bucket full of one entry refuses every new key.
+	if _, err := leases.Put(ctx, "blocker", nil); err != nil {
+		t.Fatal(err)
+	}
+	open := stream.CachedInfo().Config
+	full := open
+	full.MaxMsgs = 1
+	if _, err := h.js.UpdateStream(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+
+	failures := &logCounter{msg: "cannot take lease"}
+	o := newOwnership()
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(context.Context, bus.Request) (bus.Result, error) { return bus.Result{}, nil }),
+		bus.WithLogger(slog.New(failures)), o.hook("r0"))
+	poll.True(t, 10*time.Second, "a lease refused", func() bool { return failures.n.Load() > 0 })
+
+	if _, err := h.js.UpdateStream(ctx, open); err != nil {
+		t.Fatal(err)
+	}
+	// Well before the next renewal tick.
+	poll.True(t, 20*time.Second, "every partition owned", func() bool { n, _ := o.state(); return n == cfg.Partitions })
+}
+
+// logCounter is a slog.Handler that counts records with one message.
+type logCounter struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == c.msg {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *logCounter) WithGroup(string) slog.Handler      { return c }
