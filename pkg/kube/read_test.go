@@ -128,6 +128,13 @@ func TestReadPath(t *testing.T) {
 			read:   step{ctx: Guarded, gvk: gvkWidget, name: "behind"},
 			want:   want{size: "mirror-old"},
 		},
+		"Latest": {
+			reason: "Under Latest a read is a GET even where Guarded and the handled event would take the mirror's entry.",
+			read: step{ctx: func(ctx context.Context) context.Context {
+				return Latest(Guarded(handling(ctx, widget("current", "", ""), "10")))
+			}, gvk: gvkWidget, name: "current"},
+			want: want{gets: 1, size: "api"},
+		},
 		"GuardedUnknown": {
 			reason: "Under Guarded a key the mirror never saw is still read from the API server.",
 			read:   step{ctx: Guarded, gvk: gvkWidget, name: "unseen"},
@@ -139,6 +146,22 @@ func TestReadPath(t *testing.T) {
 				_, _ = r.Written(gvkWidget, "team-a", "unseen", widget("unseen", "11", "own"), nil)
 			},
 			read: step{ctx: func(ctx context.Context) context.Context { return handling(ctx, widget("unseen", "", ""), "11") }, gvk: gvkWidget, name: "unseen"},
+			want: want{size: "own"},
+		},
+		"MirrorNewerThanOwnWrite": {
+			reason: "An own write as new as the event does not answer when the mirror holds a newer version: a handler reads the newest version known, so that it does not write an older state back.",
+			before: func(r *Resources) {
+				_, _ = r.Written(gvkWidget, "team-a", "current", widget("current", "8", "own"), nil)
+			},
+			read: step{ctx: func(ctx context.Context) context.Context { return handling(ctx, widget("current", "", ""), "8") }, gvk: gvkWidget, name: "current"},
+			want: want{size: "mirror"},
+		},
+		"OwnWriteNewerThanStaleMirror": {
+			reason: "An own write as new as the event answers when the mirror's entry is older than the event.",
+			before: func(r *Resources) {
+				_, _ = r.Written(gvkWidget, "team-a", "behind", widget("behind", "9", "own"), nil)
+			},
+			read: step{ctx: func(ctx context.Context) context.Context { return handling(ctx, widget("behind", "", ""), "9") }, gvk: gvkWidget, name: "behind"},
 			want: want{size: "own"},
 		},
 		"OwnWriteOlderThanEvent": {
