@@ -85,12 +85,14 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 			return w, nil
 		}),
 	}
+	claimOpts := []claim.Option{claim.WithLogger(rt.Log), claim.WithRecorder(rec), claim.WithFirstStatusWait(f.firstStatusWait)}
 	if f.worker.Mirror {
 		// Reads may lag the API server: confirm a wait before writing it.
 		refOpts = append(refOpts, reference.WithConfirmedWaits())
+		claimOpts = append(claimOpts, claim.WithConfirmedWaits())
 	}
 	h := route.NewHandler(defs,
-		claim.NewReconciler(c, defs, claim.WithLogger(rt.Log), claim.WithRecorder(rec), claim.WithFirstStatusWait(f.firstStatusWait)),
+		claim.NewReconciler(c, defs, claimOpts...),
 		reference.NewReconciler(c, rules, refOpts...),
 		reference.NewFanOut(rules, c, b.Publisher, bus.Binder),
 		rt.Log,

@@ -139,6 +139,14 @@ func WithFirstStatusWait(d time.Duration) Option {
 	return func(r *Reconciler) { r.firstStatusWait = d }
 }
 
+// WithConfirmedWaits makes a claim's first status, when it would say that
+// the claim waits for its XR, read the XR again from the API server
+// (kube.Latest) first, when reads may lag the API server (the object
+// mirror): the XR may have turned Ready a moment ago, and the claim then
+// gets its status once. Without it (the default, right when every read is
+// a GET) the status is written as read.
+func WithConfirmedWaits() Option { return func(r *Reconciler) { r.confirmWaits = true } }
+
 // A Reconciler binds one claim at a time to its composite resource. It is
 // safe for concurrent use on different claims; the bus guarantees that one
 // claim is never reconciled by two replicas at once, and the protocol stays
@@ -152,6 +160,7 @@ type Reconciler struct {
 	now             func() time.Time
 	foregroundPoll  time.Duration
 	firstStatusWait time.Duration
+	confirmWaits    bool
 }
 
 // NewReconciler returns a Reconciler that reads and writes through c and
@@ -287,6 +296,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		// typically Ready moments later: wait for that (its event brings
 		// us back), and write "waiting" only if it does not come in time.
 		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if r.confirmWaits && len(condition.Observed(cm)) == 0 && !condition.IsTrue(xr, common.TypeReady) {
+		// The wait is over, or the XR's status is new: the XR may be
+		// Ready by now although the read path does not know yet.
+		latest, err := r.client.Get(kitkube.Latest(ctx), xrGVK, "", ref.Name)
+		if err != nil {
+			return r.fail(ctx, cm, nil, fmt.Errorf("cannot get composite resource %q: %w", ref.Name, err))
+		}
+		xr = latest
 	}
 
 	conds := []common.Condition{common.ReconcileSuccess()}

@@ -280,6 +280,7 @@ func TestReconcile(t *testing.T) {
 		names  NameGeneratorFn
 		d      *xv1.CompositeResourceDefinition
 		hook   func(*fakeClient, string, *unstructured.Unstructured) error
+		opts   []Option
 		want   want
 	}{
 		"BindsNewClaim": {
@@ -454,6 +455,16 @@ func TestReconcile(t *testing.T) {
 				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
 			},
 		},
+		"FirstStatusConfirmed": {
+			reason: "With WithConfirmedWaits, a claim's first status that would say it waits reads the XR again from the API server first.",
+			objs:   []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", createdAt(-DefaultFirstStatusWait), withNotReady)},
+			opts:   []Option{WithConfirmedWaits()},
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "get XDatabase db-bbbbb", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
 		"Unchanged": {
 			reason: "A bound claim whose XR and status already agree writes nothing.",
 			objs: func() []*unstructured.Unstructured {
@@ -524,6 +535,7 @@ func TestReconcile(t *testing.T) {
 			if tc.names != nil {
 				o = append(o, WithNameGenerator(tc.names))
 			}
+			o = append(o, tc.opts...)
 			r := NewReconciler(f, defs{d}, o...)
 			res, err := r.Reconcile(t.Context(), claimGVK, "team-a", "db")
 			if diff := cmp.Diff(tc.want.result, res); diff != "" {
