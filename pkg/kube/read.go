@@ -10,6 +10,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/lru"
 
@@ -60,9 +61,10 @@ import (
 const DefaultCacheSize = 2048
 
 // A Mirror answers reads from the object mirror; *mirror.Reader satisfies
-// it. See mirror.Reader.Get for the contract.
+// it. See mirror.Reader.Get and List for the contract.
 type Mirror interface {
 	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name, minResourceVersion string) (*unstructured.Unstructured, mirror.State, error)
+	List(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
 }
 
 // An Option configures Resources.
@@ -118,6 +120,41 @@ type guardedKey struct{}
 // nothing without WithMirror.
 func Guarded(ctx context.Context) context.Context {
 	return context.WithValue(ctx, guardedKey{}, true)
+}
+
+type wholeKindKey struct{}
+
+// WholeKind returns a context under which List answers from the object
+// mirror, a scan of the kind's entries, instead of a LIST. The caller
+// promises that the watcher watches every object of the kind (no label
+// selector: ReferenceRules, for example, not a composed kind watched only
+// where labelled), and that what it bases on the answer tolerates the
+// mirror's lag: a newer object brings an event of its own. A mirror that
+// cannot be read falls back to a LIST. It changes nothing without
+// WithMirror, or for Secrets.
+func WholeKind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, wholeKindKey{}, true)
+}
+
+func wholeKind(ctx context.Context) bool {
+	w, _ := ctx.Value(wholeKindKey{}).(bool)
+	return w
+}
+
+// listMirror is List from the mirror; ok is false when the mirror cannot
+// answer.
+func (r *Resources) listMirror(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]unstructured.Unstructured, bool) {
+	r.init()
+	items, err := r.mirror.List(ctx, gvk, namespace, sel)
+	if err != nil {
+		return nil, false
+	}
+	r.count(ctx, sourceMirror)
+	out := make([]unstructured.Unstructured, 0, len(items))
+	for _, u := range items {
+		out = append(out, *u)
+	}
+	return out, true
 }
 
 type latestKey struct{}

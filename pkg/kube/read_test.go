@@ -291,3 +291,78 @@ func TestReadPathCopies(t *testing.T) {
 		t.Errorf("Get(...) after callers changed what Written and Get handed them: -want, +got:\n%s", diff)
 	}
 }
+
+func TestReadPathList(t *testing.T) {
+	_, js := bustest.Connect(t, bustest.Run(t).URL())
+	kv, err := mirror.EnsureBucket(t.Context(), js, 1)
+	if err != nil {
+		t.Fatalf("EnsureBucket(): %v", err)
+	}
+	mw := mirror.NewWriter(kv)
+	for _, o := range []*unstructured.Unstructured{widget("a", "5", "mirror"), widget("b", "6", "mirror")} {
+		if err := mw.Put(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(gvkWidget, meta.RESTScopeNamespace)
+
+	type want struct {
+		lists int
+		names []string
+	}
+	cases := map[string]struct {
+		reason  string
+		noCache bool
+		ctx     func(context.Context) context.Context
+		want    want
+	}{
+		"WholeKind": {
+			reason: "Under WholeKind a List of a mirrored kind is a scan of the mirror, not a LIST.",
+			ctx:    WholeKind,
+			want:   want{names: []string{"a", "b"}},
+		},
+		"NotWholeKind": {
+			reason: "Without WholeKind a List is a LIST.",
+			want:   want{lists: 1, names: []string{"a", "b", "c"}},
+		},
+		"NoMirror": {
+			reason:  "Without WithMirror a List is a LIST even under WholeKind.",
+			noCache: true,
+			ctx:     WholeKind,
+			want:    want{lists: 1, names: []string{"a", "b", "c"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{gvrWidget: "WidgetList"},
+				widget("a", "12", "api"), widget("b", "12", "api"), widget("c", "12", "api"))
+			lists := 0
+			dyn.PrependReactor("list", "*", func(ktesting.Action) (bool, runtime.Object, error) {
+				lists++
+				return false, nil, nil
+			})
+			var opts []Option
+			if !tc.noCache {
+				opts = append(opts, WithMirror(mirror.NewReader(kv)))
+			}
+			r := NewResources(dyn, resettable{mapper}, opts...)
+			ctx := t.Context()
+			if tc.ctx != nil {
+				ctx = tc.ctx(ctx)
+			}
+			items, err := r.List(ctx, gvkWidget, "team-a", nil)
+			if err != nil {
+				t.Fatalf("List(...): %v", err)
+			}
+			got := want{lists: lists}
+			for _, u := range items {
+				got.names = append(got.names, u.GetName())
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("\n%s\nList(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
