@@ -23,7 +23,7 @@ const mirrorEnv = "LOOM_BENCH_MIRROR"
 const maxMirrorReadShare = 1.0 / 2
 
 // TestBenchMirror runs the benchmark's claims to Ready twice on the real
-// control plane, with the state plane off and then on (stack.Options.Mirror:
+// control plane, with the state plane off and then on (stack.Options.NoMirror:
 // the watcher writes the object mirror and the workers read through it),
 // and checks, from the API server's own counters, that Loom's GETs and
 // reads per claim fall to half or less with it on, that its writes per
@@ -45,7 +45,7 @@ func TestBenchMirror(t *testing.T) {
 			Claims:   mirrorClaims,
 			Creators: 4,
 			Ceiling:  -1,
-			Mirror:   mirror,
+			NoMirror: !mirror,
 			Quiet:    3 * time.Second,
 			Name:     name,
 			Log:      t.Output(),
