@@ -231,6 +231,11 @@ func TestChartDefaults(t *testing.T) {
 				"LOOM_BUS_PARTITIONS": "32",
 				"LOOM_NATS_USER":      natsauth.User(s),
 			}, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "loom-nats"}, Key: s})
+			// The state plane is on: the watcher writes the object mirror,
+			// the workers read through it.
+			if v := map[string]string{"watcher": "LOOM_WATCHER_MIRROR", "binder": "LOOM_MIRROR", "renderer": "LOOM_MIRROR", "secrets": "LOOM_MIRROR"}[s]; v != "" && env[v].Value != "true" {
+				t.Errorf("%s %q, want true (the state plane on by default)", v, env[v].Value)
+			}
 
 			var pdb policyv1.PodDisruptionBudget
 			chartFind(t, objs, "PodDisruptionBudget", "loom-"+s, &pdb)

@@ -78,7 +78,7 @@ claim among the examples is Ready, and prints the admin kubeconfig path;
 	fl.StringVar(&f.replicas, "replicas", "", "replicas per service, for example renderer=2,binder=3")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "run the services against this existing cluster instead of starting a control plane")
 	fl.IntVar(&f.natsCluster, "nats-cluster", 0, "run NATS as a JetStream cluster of this many servers (3 to 5) on loopback; Loom then keeps its streams with three replicas")
-	fl.BoolVar(&f.mirror, "mirror", false, "run the state plane: the watcher writes the object mirror and the workers read through it")
+	fl.BoolVar(&f.mirror, "mirror", true, "run the state plane: the watcher writes the object mirror and the workers read through it (--mirror=false: every worker read is a GET)")
 	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "how long to wait for the examples' claims to become Ready")
 	fl.BoolVar(&f.detach, "detach", false, "run the stack in the background and return once it is up and the claims are Ready")
 	fl.BoolVar(&f.serviceLogs, "service-logs", true, "echo the services' logs in the foreground (they are always in <state-dir>/logs)")
@@ -153,7 +153,7 @@ func (f *devFlags) options(log, serviceLog io.Writer) stack.Options {
 		Kubeconfig:  f.kubeconfig,
 		Replicas:    replicas,
 		NATSServers: f.natsCluster,
-		Mirror:      f.mirror,
+		NoMirror:    !f.mirror,
 		Log:         log,
 		ServiceLog:  serviceLog,
 	}

@@ -65,8 +65,9 @@ type Config struct {
 	// name, for experiments (for example a client QPS limit): the stack
 	// then runs each service through a wrapper that adds them.
 	ServiceFlags map[string][]string
-	// Mirror is passed to stack.Options.Mirror (the state plane).
-	Mirror bool
+	// NoMirror is passed to stack.Options.NoMirror: the services run
+	// without the state plane (it is on by default).
+	NoMirror bool
 
 	// NoAudit turns the API server's audit log off: requests are then
 	// attributed from the API server's counters only.
@@ -189,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		StateDir:    stateDir,
 		Replicas:    cfg.Replicas,
 		NATSServers: cfg.NATSServers,
-		Mirror:      cfg.Mirror,
+		NoMirror:    cfg.NoMirror,
 		Log:         prefixed(cfg.Log, "[stack] "),
 	}
 	if len(cfg.ServiceFlags) > 0 {

@@ -107,8 +107,14 @@ func (r *Resources) Get(ctx context.Context, gvk schema.GroupVersionKind, namesp
 
 // List returns the objects of kind gvk in namespace ("" for all namespaces
 // or a cluster-scoped kind) that match sel (nil for all), reading them in
-// pages of ListPageSize.
+// pages of ListPageSize. With WithMirror, under a context made by
+// WholeKind, it answers from the object mirror instead.
 func (r *Resources) List(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]unstructured.Unstructured, error) {
+	if r.usesMirror(gvk) && wholeKind(ctx) {
+		if items, ok := r.listMirror(ctx, gvk, namespace, sel); ok {
+			return items, nil
+		}
+	}
 	ri, err := r.Resource(gvk, namespace)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/lru"
 
@@ -26,7 +27,10 @@ import (
 //     publishes the event naming a change;
 //  3. a GET, whose answer goes into the cache.
 //
-// The first two answer only when the caller may take them:
+// The first two answer only when the caller may take them, and then with
+// the newer of their two versions (an older one than the watcher already
+// saw would be written back, and the newer one's event would make the
+// handler write again):
 //
 //   - The object the handled event names (reconcile.RequestFrom), when the
 //     event carries a resourceVersion: the cache or mirror entry must be at
@@ -57,9 +61,10 @@ import (
 const DefaultCacheSize = 2048
 
 // A Mirror answers reads from the object mirror; *mirror.Reader satisfies
-// it. See mirror.Reader.Get for the contract.
+// it. See mirror.Reader.Get and List for the contract.
 type Mirror interface {
 	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name, minResourceVersion string) (*unstructured.Unstructured, mirror.State, error)
+	List(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
 }
 
 // An Option configures Resources.
@@ -117,6 +122,63 @@ func Guarded(ctx context.Context) context.Context {
 	return context.WithValue(ctx, guardedKey{}, true)
 }
 
+type wholeKindKey struct{}
+
+// WholeKind returns a context under which List answers from the object
+// mirror, a scan of the kind's entries, instead of a LIST. The caller
+// promises that the watcher watches every object of the kind (no label
+// selector: ReferenceRules, for example, not a composed kind watched only
+// where labelled), and that what it bases on the answer tolerates the
+// mirror's lag: a newer object brings an event of its own. A mirror that
+// cannot be read falls back to a LIST. It changes nothing without
+// WithMirror, or for Secrets.
+func WholeKind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, wholeKindKey{}, true)
+}
+
+func wholeKind(ctx context.Context) bool {
+	w, _ := ctx.Value(wholeKindKey{}).(bool)
+	return w
+}
+
+// listMirror is List from the mirror; ok is false when the mirror cannot
+// answer.
+func (r *Resources) listMirror(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]unstructured.Unstructured, bool) {
+	r.init()
+	items, err := r.mirror.List(ctx, gvk, namespace, sel)
+	if err != nil {
+		return nil, false
+	}
+	r.count(ctx, sourceMirror)
+	out := make([]unstructured.Unstructured, 0, len(items))
+	for _, u := range items {
+		out = append(out, *u)
+	}
+	return out, true
+}
+
+type latestKey struct{}
+
+// Latest returns a context under which Get reads the API server, whatever
+// else the context allows (Guarded, the handled event), and remembers the
+// answer as a GET does. It is for the rare read that confirms what the read
+// path answered before a write that costs more than a GET and is worth
+// making only if the answer is current: a reference that waits for a
+// target the mirror shows not Ready yet, say, while the watcher has not yet
+// mirrored the target turning Ready.
+func Latest(ctx context.Context) context.Context {
+	return context.WithValue(ctx, latestKey{}, true)
+}
+
+// IsLatest reports whether ctx was made by Latest, for readers other than
+// Resources that honour it.
+func IsLatest(ctx context.Context) bool {
+	l, _ := ctx.Value(latestKey{}).(bool)
+	return l
+}
+
+func latest(ctx context.Context) bool { return IsLatest(ctx) }
+
 func guarded(ctx context.Context) bool {
 	g, _ := ctx.Value(guardedKey{}).(bool)
 	return g
@@ -144,6 +206,9 @@ func (r *Resources) usesMirror(gvk schema.GroupVersionKind) bool {
 // minVersion returns the resourceVersion a read of the object must reach to
 // be answered without a GET, and whether it may be answered so at all.
 func minVersion(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (string, bool) {
+	if latest(ctx) {
+		return "", false
+	}
 	if req, ok := reconcile.RequestFrom(ctx); ok && req.Event != nil {
 		o := req.Event.GetObject()
 		rv := req.Event.GetResourceVersion()
@@ -173,23 +238,34 @@ func (r *Resources) get(ctx context.Context, gvk schema.GroupVersionKind, namesp
 	if !ok {
 		return r.getAPI(ctx, gvk, namespace, name)
 	}
-	if want != "" && own != nil && sameVersion(own, gvk) && mirror.AtLeast(own.GetResourceVersion(), want) {
+	if own != nil && !sameVersion(own, gvk) {
+		own = nil
+	}
+	// The mirror is asked even when the own copy is new enough: an answer
+	// is the newest version either holds, because a handler that reads an
+	// older one than the watcher already saw writes what it saw, and then
+	// writes again when the newer version's event comes. One JetStream
+	// read saves that API write.
+	m, st, err := r.mirror.Get(ctx, gvk, namespace, name, want)
+	fresh := err == nil && st == mirror.Fresh
+	switch {
+	case own != nil && fresh && newer(own, m):
 		r.count(ctx, sourceOwn)
 		return own.DeepCopy(), nil
-	}
-	m, st, err := r.mirror.Get(ctx, gvk, namespace, name, want)
-	if err != nil || st != mirror.Fresh {
+	case fresh:
+		r.count(ctx, sourceMirror)
+		return m, nil
+	case own != nil && want != "" && mirror.AtLeast(own.GetResourceVersion(), want):
+		// The mirror cannot answer, but the own copy is as new as the
+		// handled event.
+		r.count(ctx, sourceOwn)
+		return own.DeepCopy(), nil
+	default:
 		// Stale, Unknown (never seen, or deleted: an entry we hold may be
 		// all that is left of it), or a mirror that cannot be read: only
 		// the API server can answer.
 		return r.getAPI(ctx, gvk, namespace, name)
 	}
-	if own != nil && sameVersion(own, gvk) && newer(own, m) {
-		r.count(ctx, sourceOwn)
-		return own.DeepCopy(), nil
-	}
-	r.count(ctx, sourceMirror)
-	return m, nil
 }
 
 // getAPI GETs the object and remembers the answer.

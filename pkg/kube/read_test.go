@@ -128,6 +128,13 @@ func TestReadPath(t *testing.T) {
 			read:   step{ctx: Guarded, gvk: gvkWidget, name: "behind"},
 			want:   want{size: "mirror-old"},
 		},
+		"Latest": {
+			reason: "Under Latest a read is a GET even where Guarded and the handled event would take the mirror's entry.",
+			read: step{ctx: func(ctx context.Context) context.Context {
+				return Latest(Guarded(handling(ctx, widget("current", "", ""), "10")))
+			}, gvk: gvkWidget, name: "current"},
+			want: want{gets: 1, size: "api"},
+		},
 		"GuardedUnknown": {
 			reason: "Under Guarded a key the mirror never saw is still read from the API server.",
 			read:   step{ctx: Guarded, gvk: gvkWidget, name: "unseen"},
@@ -139,6 +146,22 @@ func TestReadPath(t *testing.T) {
 				_, _ = r.Written(gvkWidget, "team-a", "unseen", widget("unseen", "11", "own"), nil)
 			},
 			read: step{ctx: func(ctx context.Context) context.Context { return handling(ctx, widget("unseen", "", ""), "11") }, gvk: gvkWidget, name: "unseen"},
+			want: want{size: "own"},
+		},
+		"MirrorNewerThanOwnWrite": {
+			reason: "An own write as new as the event does not answer when the mirror holds a newer version: a handler reads the newest version known, so that it does not write an older state back.",
+			before: func(r *Resources) {
+				_, _ = r.Written(gvkWidget, "team-a", "current", widget("current", "8", "own"), nil)
+			},
+			read: step{ctx: func(ctx context.Context) context.Context { return handling(ctx, widget("current", "", ""), "8") }, gvk: gvkWidget, name: "current"},
+			want: want{size: "mirror"},
+		},
+		"OwnWriteNewerThanStaleMirror": {
+			reason: "An own write as new as the event answers when the mirror's entry is older than the event.",
+			before: func(r *Resources) {
+				_, _ = r.Written(gvkWidget, "team-a", "behind", widget("behind", "9", "own"), nil)
+			},
+			read: step{ctx: func(ctx context.Context) context.Context { return handling(ctx, widget("behind", "", ""), "9") }, gvk: gvkWidget, name: "behind"},
 			want: want{size: "own"},
 		},
 		"OwnWriteOlderThanEvent": {
@@ -266,5 +289,80 @@ func TestReadPathCopies(t *testing.T) {
 	}
 	if diff := cmp.Diff(widget("w", "7", "own").Object, u.Object); diff != "" {
 		t.Errorf("Get(...) after callers changed what Written and Get handed them: -want, +got:\n%s", diff)
+	}
+}
+
+func TestReadPathList(t *testing.T) {
+	_, js := bustest.Connect(t, bustest.Run(t).URL())
+	kv, err := mirror.EnsureBucket(t.Context(), js, 1)
+	if err != nil {
+		t.Fatalf("EnsureBucket(): %v", err)
+	}
+	mw := mirror.NewWriter(kv)
+	for _, o := range []*unstructured.Unstructured{widget("a", "5", "mirror"), widget("b", "6", "mirror")} {
+		if err := mw.Put(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(gvkWidget, meta.RESTScopeNamespace)
+
+	type want struct {
+		lists int
+		names []string
+	}
+	cases := map[string]struct {
+		reason  string
+		noCache bool
+		ctx     func(context.Context) context.Context
+		want    want
+	}{
+		"WholeKind": {
+			reason: "Under WholeKind a List of a mirrored kind is a scan of the mirror, not a LIST.",
+			ctx:    WholeKind,
+			want:   want{names: []string{"a", "b"}},
+		},
+		"NotWholeKind": {
+			reason: "Without WholeKind a List is a LIST.",
+			want:   want{lists: 1, names: []string{"a", "b", "c"}},
+		},
+		"NoMirror": {
+			reason:  "Without WithMirror a List is a LIST even under WholeKind.",
+			noCache: true,
+			ctx:     WholeKind,
+			want:    want{lists: 1, names: []string{"a", "b", "c"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{gvrWidget: "WidgetList"},
+				widget("a", "12", "api"), widget("b", "12", "api"), widget("c", "12", "api"))
+			lists := 0
+			dyn.PrependReactor("list", "*", func(ktesting.Action) (bool, runtime.Object, error) {
+				lists++
+				return false, nil, nil
+			})
+			var opts []Option
+			if !tc.noCache {
+				opts = append(opts, WithMirror(mirror.NewReader(kv)))
+			}
+			r := NewResources(dyn, resettable{mapper}, opts...)
+			ctx := t.Context()
+			if tc.ctx != nil {
+				ctx = tc.ctx(ctx)
+			}
+			items, err := r.List(ctx, gvkWidget, "team-a", nil)
+			if err != nil {
+				t.Fatalf("List(...): %v", err)
+			}
+			got := want{lists: lists}
+			for _, u := range items {
+				got.names = append(got.names, u.GetName())
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("\n%s\nList(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

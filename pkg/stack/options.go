@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -112,12 +113,14 @@ type Options struct {
 	// OTEL_EXPORTER_OTLP_ENDPOINT to collect the services' traces.
 	Env []string
 
-	// Mirror runs the state plane: the watcher writes every object it
-	// watches to the object mirror (watcher --mirror) and the workers read
-	// through it (--mirror of the binder, renderer and secrets service), so
-	// that they ask the API server only what the mirror cannot answer. Off
-	// by default; Env may override either variable.
-	Mirror bool
+	// NoMirror runs the services without the state plane: every worker
+	// read is a GET. By default the watcher writes every object it watches
+	// to the object mirror (watcher --mirror) and the workers read through
+	// it (--mirror of the binder, renderer and secrets service), so that
+	// they ask the API server only what the mirror cannot answer (e2e/bench
+	// TestBenchMirror: a third of the reads, no more writes). Env may
+	// override either variable.
+	NoMirror bool
 
 	// APIServerArgs are extra kube-apiserver flags, appended after the
 	// stack's own (for a repeated flag the last one wins), for example an
@@ -216,13 +219,12 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// mirrorEnv returns the environment that turns Mirror on in every service
-// (each reads only its own variable), or nothing.
+// mirrorEnv returns the environment that turns the state plane on in every
+// service (each reads only its own variable), or, with NoMirror, off
+// whatever the stack's own environment says.
 func (o Options) mirrorEnv() []string {
-	if !o.Mirror {
-		return nil
-	}
-	return []string{"LOOM_WATCHER_MIRROR=true", "LOOM_MIRROR=true"}
+	on := strconv.FormatBool(!o.NoMirror)
+	return []string{"LOOM_WATCHER_MIRROR=" + on, "LOOM_MIRROR=" + on}
 }
 
 // replicas returns how many replicas of service to run.

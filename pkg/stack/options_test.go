@@ -161,13 +161,14 @@ func TestMirrorEnv(t *testing.T) {
 		opts   Options
 		want   []string
 	}{
-		"Off": {
-			reason: "Without Mirror the services get no variable and keep their defaults (off).",
-		},
 		"On": {
-			reason: "Mirror turns on the watcher's writes and the workers' reads.",
-			opts:   Options{Mirror: true},
+			reason: "By default the state plane is on: the watcher's writes and the workers' reads.",
 			want:   []string{"LOOM_WATCHER_MIRROR=true", "LOOM_MIRROR=true"},
+		},
+		"Off": {
+			reason: "NoMirror turns both off, whatever the stack's own environment says.",
+			opts:   Options{NoMirror: true},
+			want:   []string{"LOOM_WATCHER_MIRROR=false", "LOOM_MIRROR=false"},
 		},
 	}
 	for name, tc := range cases {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 )
 
 // A Lister lists every XRD, as unstructured objects.
@@ -115,7 +116,9 @@ func (i *Index) Invalidate() {
 }
 
 func (i *Index) load(ctx context.Context) error {
-	items, err := i.list.List(ctx, xv1.CompositeResourceDefinitionGroupVersionKind, "", nil)
+	// The watcher watches every XRD: with the object mirror, the list is
+	// a scan of it, not a LIST.
+	items, err := i.list.List(kitkube.WholeKind(ctx), xv1.CompositeResourceDefinitionGroupVersionKind, "", nil)
 	if err != nil {
 		return fmt.Errorf("cannot list composite resource definitions: %w", err)
 	}

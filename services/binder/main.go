@@ -27,10 +27,11 @@ import (
 
 // flags are the binder's own flags, beyond the standard ones.
 type flags struct {
-	worker       service.WorkerFlags
-	kube         service.KubeFlags
-	ruleTTL      time.Duration
-	externalPoll time.Duration
+	worker          service.WorkerFlags
+	kube            service.KubeFlags
+	ruleTTL         time.Duration
+	externalPoll    time.Duration
+	firstStatusWait time.Duration
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -40,6 +41,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"how long cached reference rules are used before they are listed again; a rule change reloads them at once (env LOOM_BINDER_RULE_TTL)")
 	fs.DurationVar(&f.externalPoll, "external-poll", service.EnvDuration("LOOM_BINDER_EXTERNAL_POLL", 30*time.Second),
 		"how long to wait before looking again at a reference that waits for a resource the composite resource does not control (env LOOM_BINDER_EXTERNAL_POLL)")
+	fs.DurationVar(&f.firstStatusWait, "first-status-wait", service.EnvDuration("LOOM_BINDER_FIRST_STATUS_WAIT", claim.DefaultFirstStatusWait),
+		"how long after its composite resource's creation a claim's first status may wait for the composite resource to be Ready, so that it is written once; 0 writes it at once (env LOOM_BINDER_FIRST_STATUS_WAIT)")
 }
 
 func main() {
@@ -72,16 +75,25 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 
 	defs := xrd.NewIndex(c)
 	rules := reference.NewRules(c, f.ruleTTL)
+	refOpts := []reference.Option{
+		reference.WithLogger(rt.Log), reference.WithRecorder(rec), reference.WithExternalPoll(f.externalPoll),
+		reference.WithImpersonation(defs, func(user string) (reference.Writer, error) {
+			w, err := imp.As(user)
+			if err != nil {
+				return nil, err
+			}
+			return w, nil
+		}),
+	}
+	claimOpts := []claim.Option{claim.WithLogger(rt.Log), claim.WithRecorder(rec), claim.WithFirstStatusWait(f.firstStatusWait)}
+	if f.worker.Mirror {
+		// Reads may lag the API server: confirm a wait before writing it.
+		refOpts = append(refOpts, reference.WithConfirmedWaits())
+		claimOpts = append(claimOpts, claim.WithConfirmedWaits())
+	}
 	h := route.NewHandler(defs,
-		claim.NewReconciler(c, defs, claim.WithLogger(rt.Log), claim.WithRecorder(rec)),
-		reference.NewReconciler(c, rules, reference.WithLogger(rt.Log), reference.WithRecorder(rec), reference.WithExternalPoll(f.externalPoll),
-			reference.WithImpersonation(defs, func(user string) (reference.Writer, error) {
-				w, err := imp.As(user)
-				if err != nil {
-					return nil, err
-				}
-				return w, nil
-			})),
+		claim.NewReconciler(c, defs, claimOpts...),
+		reference.NewReconciler(c, rules, refOpts...),
 		reference.NewFanOut(rules, c, b.Publisher, bus.Binder),
 		rt.Log,
 	)

@@ -120,6 +120,7 @@ type flags struct {
 	secretsEndpoint string
 	secrets         connection.Config
 	memoSize        int
+	firstStatusWait time.Duration
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -127,6 +128,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	f.kube.Register(fs, "LOOM_RENDERER", 200, 400)
 	fs.IntVar(&f.memoSize, "memo-size", service.EnvInt("LOOM_RENDERER_MEMO_SIZE", composite.DefaultMemoSize),
 		"XRs whose last watch requests and function results this replica remembers; beyond it the least recently rendered are checked again (env LOOM_RENDERER_MEMO_SIZE)")
+	fs.DurationVar(&f.firstStatusWait, "first-status-wait", service.EnvDuration("LOOM_RENDERER_FIRST_STATUS_WAIT", composite.DefaultFirstStatusWait),
+		"how long after its creation a composite resource's first status may wait for the composite resource to be Ready, so that it is written once; 0 writes it at once (env LOOM_RENDERER_FIRST_STATUS_WAIT)")
 	fs.DurationVar(&f.handlerTimeout, "handler-timeout", service.EnvDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
 		"longest one render may take, function pipeline included (env LOOM_RENDERER_HANDLER_TIMEOUT)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
@@ -208,7 +211,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		fn.WithCredentialFetcher(secrets))
 	store := revision.NewStore(client, f.revisionTTL)
 	copts := []composite.Option{
-		composite.WithMemoSize(f.memoSize),
+		composite.WithMemoSize(f.memoSize), composite.WithFirstStatusWait(f.firstStatusWait),
 		composite.WithPipeline(exec), composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithSecrets(secrets),
 		composite.WithRecorder(rec), composite.WithLogger(rt.Log),
 		composite.WithImpersonation(func(user string) (composite.Client, error) {
@@ -218,6 +221,11 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 			}
 			return c, nil
 		}),
+	}
+	if f.worker.Mirror {
+		// Reads may lag the API server: confirm an XR's unready first
+		// status before writing it.
+		copts = append(copts, composite.WithConfirmedWaits())
 	}
 	if f.secrets.Endpoints = splitList(f.secretsEndpoint); len(f.secrets.Endpoints) > 0 {
 		c, err := connection.Dial(f.secrets)

@@ -43,7 +43,7 @@ func run() error {
 		replicas = flag.String("replicas", "", "replicas of services for a single run, for example renderer=2,binder=2")
 		svcFlags = flag.String("service-flags", "", `extra flags of services for experiments, for example "binder=--kube-qps=500 --kube-burst=1000;secrets=--kube-qps=500"`)
 		apiFlags = flag.String("apiserver-flags", "", `extra kube-apiserver flags for experiments, space-separated, for example "--profiling=true"`)
-		mirror   = flag.Bool("mirror", false, "run the state plane: the watcher writes the object mirror and the workers read through it")
+		mirror   = flag.Bool("mirror", true, "run the state plane: the watcher writes the object mirror and the workers read through it (-mirror=false: every worker read is a GET)")
 		noAudit  = flag.Bool("no-audit", false, "run the API server without an audit log (requests attributed from its counters only)")
 		timeout  = flag.Duration("timeout", 0, "how long to wait for every claim to be Ready (default 10m plus 1s per claim)")
 		keep     = flag.Bool("keep", false, "keep the stack's state folder (logs, audit log)")
@@ -115,7 +115,7 @@ func run() error {
 	var results []bench.Result
 	for _, v := range variants {
 		cfg := bench.Config{
-			Claims: *n, Creators: *creators, Ceiling: *ceiling, Replicas: v.replicas, NATSServers: v.nats, Mirror: *mirror,
+			Claims: *n, Creators: *creators, Ceiling: *ceiling, Replicas: v.replicas, NATSServers: v.nats, NoMirror: !*mirror,
 			ServiceFlags: extra, NoAudit: *noAudit, APIServerFlags: strings.Fields(*apiFlags), KeepState: *keep, ReadyTimeout: *timeout, RepoRoot: repo, Log: os.Stderr,
 		}
 		if v.nats > 1 {

@@ -123,31 +123,58 @@ func WithClock(now func() time.Time) Option { return func(r *Reconciler) { r.now
 // (default 15s).
 func WithForegroundPoll(d time.Duration) Option { return func(r *Reconciler) { r.foregroundPoll = d } }
 
+// DefaultFirstStatusWait is how long, by default, a claim's first status
+// waits for its composite resource to be Ready (see WithFirstStatusWait).
+const DefaultFirstStatusWait = 5 * time.Second
+
+// WithFirstStatusWait sets how long after its XR's creation a claim's first
+// status may wait for the XR to be Ready (default DefaultFirstStatusWait;
+// zero or negative: not at all). Until then a claim whose XR is not Ready
+// gets no status and is handled again at the end of the wait: when the XR
+// turns Ready first, as it does within seconds for quick resources, the
+// claim's status is written once, Ready, instead of "Waiting" and then
+// again "Ready". A claim that has a status already is never held back, so
+// that a Ready claim whose XR stops being Ready says so at once.
+func WithFirstStatusWait(d time.Duration) Option {
+	return func(r *Reconciler) { r.firstStatusWait = d }
+}
+
+// WithConfirmedWaits makes a claim's first status, when it would say that
+// the claim waits for its XR, read the XR again from the API server
+// (kube.Latest) first, when reads may lag the API server (the object
+// mirror): the XR may have turned Ready a moment ago, and the claim then
+// gets its status once. Without it (the default, right when every read is
+// a GET) the status is written as read.
+func WithConfirmedWaits() Option { return func(r *Reconciler) { r.confirmWaits = true } }
+
 // A Reconciler binds one claim at a time to its composite resource. It is
 // safe for concurrent use on different claims; the bus guarantees that one
 // claim is never reconciled by two replicas at once, and the protocol stays
 // correct (if wasteful) even when that guarantee briefly fails.
 type Reconciler struct {
-	client         Client
-	defs           Definitions
-	log            *slog.Logger
-	record         event.Recorder
-	names          NameGenerator
-	now            func() time.Time
-	foregroundPoll time.Duration
+	client          Client
+	defs            Definitions
+	log             *slog.Logger
+	record          event.Recorder
+	names           NameGenerator
+	now             func() time.Time
+	foregroundPoll  time.Duration
+	firstStatusWait time.Duration
+	confirmWaits    bool
 }
 
 // NewReconciler returns a Reconciler that reads and writes through c and
 // finds XRDs through d.
 func NewReconciler(c Client, d Definitions, o ...Option) *Reconciler {
 	r := &Reconciler{
-		client:         c,
-		defs:           d,
-		log:            slog.New(slog.DiscardHandler),
-		record:         event.Nop,
-		names:          NewRandomNames(nil),
-		now:            time.Now,
-		foregroundPoll: 15 * time.Second,
+		client:          c,
+		defs:            d,
+		log:             slog.New(slog.DiscardHandler),
+		record:          event.Nop,
+		names:           NewRandomNames(nil),
+		now:             time.Now,
+		foregroundPoll:  15 * time.Second,
+		firstStatusWait: DefaultFirstStatusWait,
 	}
 	for _, fn := range o {
 		fn(r)
@@ -262,6 +289,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		// typically within milliseconds) would change it at once: wait for
 		// it and save a write per claim.
 		return reconcile.Result{}, nil
+	}
+	if wait := r.firstStatusWait - r.now().Sub(xr.GetCreationTimestamp().Time); wait > 0 &&
+		len(condition.Observed(cm)) == 0 && !condition.IsTrue(xr, common.TypeReady) {
+		// The claim's first status would say "waiting" for an XR that is
+		// typically Ready moments later: wait for that (its event brings
+		// us back), and write "waiting" only if it does not come in time.
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if r.confirmWaits && len(condition.Observed(cm)) == 0 && !condition.IsTrue(xr, common.TypeReady) {
+		// The wait is over, or the XR's status is new: the XR may be
+		// Ready by now although the read path does not know yet.
+		latest, err := r.client.Get(kitkube.Latest(ctx), xrGVK, "", ref.Name)
+		if err != nil {
+			return r.fail(ctx, cm, nil, fmt.Errorf("cannot get composite resource %q: %w", ref.Name, err))
+		}
+		xr = latest
 	}
 
 	conds := []common.Condition{common.ReconcileSuccess()}

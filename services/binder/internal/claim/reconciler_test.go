@@ -234,6 +234,15 @@ func withStatus(xr *unstructured.Unstructured) {
 	xr.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"}}}
 }
 
+func withNotReady(xr *unstructured.Unstructured) {
+	xr.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": "2026-01-01T00:00:00Z"}}}
+}
+
+// createdAt sets the XR's creation time d after the tests' clock, time.Unix(0, 0).
+func createdAt(d time.Duration) func(*unstructured.Unstructured) {
+	return func(xr *unstructured.Unstructured) { xr.SetCreationTimestamp(metav1.NewTime(time.Unix(0, 0).Add(d))) }
+}
+
 func conflict(kind, name string) error {
 	return kerrors.NewConflict(gr(kind), name, errors.New("the object has been modified"))
 }
@@ -271,6 +280,7 @@ func TestReconcile(t *testing.T) {
 		names  NameGeneratorFn
 		d      *xv1.CompositeResourceDefinition
 		hook   func(*fakeClient, string, *unstructured.Unstructured) error
+		opts   []Option
 		want   want
 	}{
 		"BindsNewClaim": {
@@ -433,6 +443,43 @@ func TestReconcile(t *testing.T) {
 				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
 			},
 		},
+		"FirstStatusWaitsForReady": {
+			reason: "A claim without a status whose XR, created a second ago, is not Ready yet gets no status: it comes back when the wait for the XR's Ready ends.",
+			objs:   []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", createdAt(-time.Second), withNotReady)},
+			want: want{
+				result: reconcile.Result{RequeueAfter: DefaultFirstStatusWait - time.Second},
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb"},
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
+		"FirstStatusReadyAtOnce": {
+			reason: "A claim's first status is written at once when its new XR is Ready.",
+			objs:   []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", createdAt(-time.Second), withStatus)},
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
+		"FirstStatusAfterWait": {
+			reason: "Once the wait is over, a claim's first status says it waits for its XR.",
+			objs:   []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", createdAt(-DefaultFirstStatusWait), withNotReady)},
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
+		"FirstStatusConfirmed": {
+			reason: "With WithConfirmedWaits, a claim's first status that would say it waits reads the XR again from the API server first.",
+			objs:   []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", createdAt(-DefaultFirstStatusWait), withNotReady)},
+			opts:   []Option{WithConfirmedWaits()},
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "get XDatabase db-bbbbb", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
 		"Unchanged": {
 			reason: "A bound claim whose XR and status already agree writes nothing.",
 			objs: func() []*unstructured.Unstructured {
@@ -503,6 +550,7 @@ func TestReconcile(t *testing.T) {
 			if tc.names != nil {
 				o = append(o, WithNameGenerator(tc.names))
 			}
+			o = append(o, tc.opts...)
 			r := NewReconciler(f, defs{d}, o...)
 			res, err := r.Reconcile(t.Context(), claimGVK, "team-a", "db")
 			if diff := cmp.Diff(tc.want.result, res); diff != "" {

@@ -116,6 +116,17 @@ func WithImpersonation(defs Definitions, as func(user string) (Writer, error)) O
 	return func(r *Reconciler) { r.defs, r.as = defs, as }
 }
 
+// WithConfirmedWaits makes the reconciler read a composed resource's
+// targets again from the API server (kube.Latest) before it writes that a
+// reference waits for one of them, when the first reading came through a
+// read path that may lag the API server (the object mirror). A wait costs
+// writes (the resolved reference field without its value, the XR's
+// ReferencesResolved condition, and the provider's reconcile of the
+// resource they change) that a target already Ready would make needless, so
+// a GET of the target is cheaper than a stale wait. Without it (the
+// default, right when every read is a GET) a wait is written as read.
+func WithConfirmedWaits() Option { return func(r *Reconciler) { r.confirmWaits = true } }
+
 // A Reconciler resolves the references of one XR's composed resources at a
 // time. It is safe for concurrent use on different XRs.
 type Reconciler struct {
@@ -127,6 +138,7 @@ type Reconciler struct {
 	externalPoll time.Duration
 	defs         Definitions
 	as           func(user string) (Writer, error)
+	confirmWaits bool
 }
 
 // NewReconciler returns a Reconciler that reads and writes through c and
@@ -255,6 +267,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 		governed++
 		intent, probs, err := Resolve(ctx, w, xr, obj, rule, FieldManager)
+		if err == nil && r.confirmWaits && waits(probs) {
+			// The targets may be Ready already, and the mirror not yet
+			// know: ask the API server before writing the wait.
+			intent, probs, err = Resolve(kitkube.Latest(ctx), newWorld(r.client, xr), xr, obj, rule, FieldManager)
+		}
 		if err != nil {
 			problems = append(problems, Problem{Resource: describe(obj), Field: "references", Message: err.Error(), Error: true})
 			continue
@@ -375,6 +392,11 @@ type world struct {
 	client Client
 	xr     *unstructured.Unstructured
 	cache  map[string]*unstructured.Unstructured
+}
+
+// waits reports whether probs hold a wait (a problem that is no error).
+func waits(probs []Problem) bool {
+	return slices.ContainsFunc(probs, func(p Problem) bool { return !p.Error })
 }
 
 func newWorld(c Client, xr *unstructured.Unstructured) *world {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
 	"github.com/loomxr/loom/pkg/fieldpath"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 )
 
 // RuleGroupVersionKind is the kind of Loom's reference rules.
@@ -169,7 +170,10 @@ func (r *Rules) KindOf(name string) (schema.GroupKind, bool) {
 }
 
 func (r *Rules) load(ctx context.Context) error {
-	items, err := r.list.List(ctx, RuleGroupVersionKind, "", nil)
+	// The watcher watches every ReferenceRule, and mirrors a changed one
+	// before its event asks for a Refresh: with the object mirror, the
+	// list is a scan of it, not a LIST per XR a rule change fans out to.
+	items, err := r.list.List(kitkube.WholeKind(ctx), RuleGroupVersionKind, "", nil)
 	if meta.IsNoMatchError(err) {
 		// Without Loom's ReferenceRule CRD there are no rules.
 		items, err = nil, nil

@@ -154,3 +154,44 @@ func TestTakeOwnership(t *testing.T) {
 		})
 	}
 }
+
+func TestPatchSpec(t *testing.T) {
+	cases := map[string]struct {
+		reason    string
+		patch     map[string]any
+		writeBack map[string]any
+		want      []map[string]any
+	}{
+		"MachineryAndWriteBack": {
+			reason:    "One merge patch carries the machinery fields, what the render's patches wrote, and the resourceVersion read as a precondition: a render of an older XR than the API server's fails with a conflict.",
+			patch:     map[string]any{"resourceRefs": []any{}},
+			writeBack: map[string]any{"metadata": map[string]any{"labels": map[string]any{"a": "b"}}},
+			want: []map[string]any{{
+				"metadata": map[string]any{"resourceVersion": "7", "labels": map[string]any{"a": "b"}},
+				"spec":     map[string]any{"resourceRefs": []any{}},
+			}},
+		},
+		"Nothing": {
+			reason: "A render that changes nothing of the spec writes nothing.",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := &patchRecorder{}
+			r := NewReconciler(c, nil, nil)
+			xr := &unstructured.Unstructured{Object: map[string]any{}}
+			xr.SetAPIVersion("example.org/v1")
+			xr.SetKind("XNop")
+			xr.SetName("one-abcde")
+			xr.SetResourceVersion("7")
+			st := &state{xr: xr, machinery: []string{"spec"}}
+			sel := &selection{patch: tc.patch, writeBack: tc.writeBack}
+			if err := r.patchSpec(t.Context(), st, sel); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.patches, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\npatchSpec(...): patches -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

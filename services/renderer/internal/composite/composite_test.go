@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -263,5 +264,60 @@ func TestRetryAfter(t *testing.T) {
 	m.forgetRetries("xr")
 	if d := m.retryAfter("xr"); d != 2*time.Second {
 		t.Errorf("retryAfter() after a render that succeeded = %s, want 2s", d)
+	}
+}
+
+func TestStatusWait(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	xr := func(age time.Duration, conds ...any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.org/v1", "kind": "XNop"}}
+		u.SetName("x")
+		u.SetCreationTimestamp(metav1.NewTime(now.Add(-age)))
+		if len(conds) > 0 {
+			u.Object["status"] = map[string]any{"conditions": conds}
+		}
+		return u
+	}
+	unready := &rendered{resources: []composed{{name: "a"}}}
+	cases := map[string]struct {
+		reason string
+		xr     *unstructured.Unstructured
+		out    *rendered
+		err    error
+		want   time.Duration
+	}{
+		"NewUnready": {
+			reason: "A new XR whose resources are not Ready waits for them until the wait is over.",
+			xr:     xr(2 * time.Second), out: unready,
+			want: DefaultFirstStatusWait - 2*time.Second,
+		},
+		"NewReady": {
+			reason: "A new XR whose resources are Ready gets its status at once.",
+			xr:     xr(2 * time.Second), out: &rendered{resources: []composed{{name: "a", ready: true}}},
+		},
+		"WaitOver": {
+			reason: "Once the wait is over, an unready XR gets its status.",
+			xr:     xr(DefaultFirstStatusWait), out: unready,
+		},
+		"HasReadyCondition": {
+			reason: "An XR that has a Ready condition is not new: its status follows at once.",
+			xr:     xr(time.Second, map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}), out: unready,
+		},
+		"Failed": {
+			reason: "A failed render says so at once.",
+			xr:     xr(time.Second), out: unready, err: errors.New("boom"),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := NewReconciler(nil, nil, nil, WithClock(func() time.Time { return now }))
+			got := r.statusWait(&state{xr: tc.xr}, tc.out, tc.err)
+			if got < 0 {
+				got = 0
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nstatusWait(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

@@ -70,6 +70,7 @@ import (
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/compose"
 	"github.com/loomxr/loom/pkg/fn"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/watchreq"
 	"github.com/loomxr/loom/pkg/xcrd"
@@ -174,6 +175,10 @@ type Reconciler struct {
 	// and which function results it last emitted, so that unchanged ones
 	// cost nothing.
 	memo *memo
+
+	firstStatusWait time.Duration
+	confirmWaits    bool
+	now             func() time.Time
 }
 
 // An Option configures a Reconciler.
@@ -225,9 +230,39 @@ func WithImpersonation(as func(user string) (Client, error)) Option {
 	return func(rc *Reconciler) { rc.as = as }
 }
 
+// DefaultFirstStatusWait is how long, by default, an XR's first status
+// waits for the XR to be Ready (see WithFirstStatusWait).
+const DefaultFirstStatusWait = 5 * time.Second
+
+// WithFirstStatusWait sets how long after its creation an XR's first status
+// may wait for the XR to be Ready (default DefaultFirstStatusWait; zero or
+// negative: not at all). Until then a render that succeeds but finds
+// composed resources not Ready writes no status and asks for the XR again
+// at the end of the wait; the composed resources turning Ready bring it
+// back sooner. An XR whose resources are Ready within seconds so gets one
+// status, Ready, instead of one per resource turning Ready ("Unready
+// resources: ..."), and its claim one status too. A failed render, and an
+// XR that has a Ready condition already, are written at once.
+func WithFirstStatusWait(d time.Duration) Option {
+	return func(rc *Reconciler) { rc.firstStatusWait = d }
+}
+
+// WithConfirmedWaits makes an XR's first status, when it would say that the
+// XR is not Ready, read the composed resources found not Ready again from
+// the API server first (kube.Latest), when reads may lag the API server
+// (the object mirror): one that changed meanwhile makes the XR render
+// again instead, so that its first status is written once. Without it (the
+// default, right when every read is a GET) the status is written as read.
+func WithConfirmedWaits() Option { return func(rc *Reconciler) { rc.confirmWaits = true } }
+
+// WithClock sets the clock that measures the first status wait (default
+// time.Now).
+func WithClock(now func() time.Time) Option { return func(rc *Reconciler) { rc.now = now } }
+
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, revs Revisions, o ...Option) *Reconciler {
-	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(DefaultMemoSize)}
+	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(DefaultMemoSize),
+		firstStatusWait: DefaultFirstStatusWait, now: time.Now}
 	for _, fn := range o {
 		fn(r)
 	}
@@ -300,7 +335,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req Request) (reconcile.Resu
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Result, error) {
-	xr, err := r.client.Get(ctx, req.GVK, req.Namespace, req.Name)
+	// Every write based on the XR is guarded, so it may come from the read
+	// path at any version it holds (a composed resource's event does not
+	// name the XR): the spec patch carries the resourceVersion read, and a
+	// conflict reads the XR again; composed resources and the status are
+	// server-side applied, and a stale render is superseded by the render
+	// of the newer XR's own event.
+	xr, err := r.client.Get(kitkube.Guarded(ctx), req.GVK, req.Namespace, req.Name)
 	if kerrors.IsNotFound(err) {
 		return reconcile.Result{}, r.forget(ctx, req.UID)
 	}
@@ -390,6 +431,13 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	}
 	sel.writeBack = out.writeBack
 	if err := r.patchSpec(ctx, st, sel); err != nil {
+		if kerrors.IsConflict(err) {
+			// The XR changed since it was read: render it again from
+			// the API server's version (the read path GETs after a
+			// conflict).
+			r.log.Debug("Conflict patching the composite resource's spec; requeueing", "kind", req.GVK.Kind, "name", req.Name, "err", err)
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, err
 	}
 	applyErr := r.applyResources(ctx, st, out)
@@ -398,11 +446,28 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 
 	errs := append(append([]error{}, out.errs...), applyErr, gcErr, detailsErr)
 	synced := errors.Join(errs...)
-	if err := r.writeStatus(ctx, st, out, synced); err != nil {
-		return reconcile.Result{}, err
+	wait := r.statusWait(st, out, synced)
+	if wait <= 0 && r.confirmWaits && firstUnready(st, out, synced) {
+		// The first status would say the XR is not Ready: make sure the
+		// read path did not lag a resource turning Ready.
+		stale, err := r.staleUnready(ctx, out)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if stale {
+			return reconcile.Result{Requeue: true}, nil
+		}
+	}
+	if wait <= 0 {
+		if err := r.writeStatus(ctx, st, out, synced); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	r.emitResults(st, out)
 	result := reconcile.Result{RequeueAfter: out.requeueAfter}
+	if wait > 0 && (result.RequeueAfter <= 0 || wait < result.RequeueAfter) {
+		result.RequeueAfter = wait
+	}
 	if synced == nil {
 		r.memo.forgetRetries(st.xr.GetUID())
 		return result, nil

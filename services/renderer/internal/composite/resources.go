@@ -16,6 +16,7 @@ import (
 	"github.com/loomxr/loom/pkg/compose"
 	"github.com/loomxr/loom/pkg/fieldpath"
 	"github.com/loomxr/loom/pkg/fn"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/watchreq"
 	"github.com/loomxr/loom/pkg/xcrd"
 )
@@ -267,7 +268,9 @@ func (r *Reconciler) environment(ctx context.Context, st *state, env *v1.Environ
 			if listed {
 				continue
 			}
-			items, err := r.client.List(ctx, EnvironmentConfigGVK, "", nil)
+			// The watcher watches every EnvironmentConfig: with the
+			// object mirror, the list is a scan of it, not a LIST.
+			items, err := r.client.List(kitkube.WholeKind(ctx), EnvironmentConfigGVK, "", nil)
 			if err != nil {
 				return nil, fmt.Errorf("cannot list EnvironmentConfigs: %w", err)
 			}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/revision"
 )
@@ -73,7 +74,9 @@ func (r *Reconciler) selectComposition(ctx context.Context, st *state, sel *sele
 		sel.patch[xcrd.FieldCompositionRef] = map[string]any{"name": ref.Name}
 		return nil
 	}
-	items, err := r.client.List(ctx, revision.CompositionGVK, "", labels.SelectorFromSet(matchLabels))
+	// The watcher watches every Composition: with the object mirror, the
+	// list is a scan of it, not a LIST.
+	items, err := r.client.List(kitkube.WholeKind(ctx), revision.CompositionGVK, "", labels.SelectorFromSet(matchLabels))
 	if err != nil {
 		return fmt.Errorf("cannot list Compositions: %w", err)
 	}

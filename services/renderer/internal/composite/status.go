@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -14,6 +16,7 @@ import (
 	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
 	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/condition"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/event"
@@ -118,6 +121,53 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 	}
 	st.xr = got
 	return nil
+}
+
+// statusWait returns how much longer the XR's first status waits for the
+// XR to be Ready (see WithFirstStatusWait), or zero when the status is
+// written now: the render failed or watches resources, the XR is Ready or
+// has had a Ready condition, or the wait is over.
+func (r *Reconciler) statusWait(st *state, out *rendered, err error) time.Duration {
+	if r.firstStatusWait <= 0 || !firstUnready(st, out, err) {
+		return 0
+	}
+	return r.firstStatusWait - r.now().Sub(st.xr.GetCreationTimestamp().Time)
+}
+
+// firstUnready reports whether a render that succeeded would give the XR
+// its first Ready condition, and say that the XR is not Ready.
+func firstUnready(st *state, out *rendered, err error) bool {
+	if err != nil || out.failed || len(out.watched) > 0 {
+		return false
+	}
+	if _, ok := condition.Find(condition.Observed(st.xr), common.TypeReady); ok {
+		return false
+	}
+	return readyCondition(out).Status != corev1.ConditionTrue
+}
+
+// staleUnready reports whether one of the composed resources the render
+// found not Ready has changed since it was read, by reading each again from
+// the API server (kube.Latest); the read path then holds the newer version
+// for the next render.
+func (r *Reconciler) staleUnready(ctx context.Context, out *rendered) (bool, error) {
+	for _, c := range out.resources {
+		if c.ready || c.observed == nil {
+			continue
+		}
+		o := c.observed
+		u, err := r.client.Get(kitkube.Latest(ctx), o.GroupVersionKind(), o.GetNamespace(), o.GetName())
+		if kerrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("cannot get composed resource %s %q: %w", o.GetKind(), o.GetName(), err)
+		}
+		if u.GetResourceVersion() != o.GetResourceVersion() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // loomAdditionsOnly reports whether applying intent would still change the

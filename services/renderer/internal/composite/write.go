@@ -21,7 +21,10 @@ import (
 // resourceRefs, the default connection Secret reference) and what the
 // render's patches wrote to the XR's spec and metadata (sel.writeBack) with
 // one merge patch, if there are any, and continues with the patched XR. The
-// machinery fields win over patches that write them.
+// machinery fields win over patches that write them. The patch carries the
+// resourceVersion of the XR read, so that a render of an older version
+// (the read path may answer with one) fails with a conflict instead of
+// writing what the newer version no longer says.
 func (r *Reconciler) patchSpec(ctx context.Context, st *state, sel *selection) error {
 	if len(sel.patch) == 0 && len(sel.writeBack) == 0 {
 		return nil
@@ -37,6 +40,7 @@ func (r *Reconciler) patchSpec(ctx context.Context, st *state, sel *selection) e
 		}
 		mergeInto(body, machinery.(map[string]any)) //nolint:forcetypeassert // Built above.
 	}
+	mergeInto(body, map[string]any{"metadata": map[string]any{"resourceVersion": st.xr.GetResourceVersion()}})
 	u, err := r.client.MergePatch(ctx, st.xr.GroupVersionKind(), st.xr.GetNamespace(), st.xr.GetName(), body)
 	if err != nil {
 		return fmt.Errorf("cannot update spec of %s %q: %w", st.xr.GetKind(), st.xr.GetName(), err)

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 )
 
 // GVKs of the objects this package reads and writes.
@@ -106,6 +107,12 @@ func (s *Store) List(ctx context.Context, composition string, fresh bool) ([]*v1
 		}
 	}
 	sel := labels.SelectorFromSet(labels.Set{v1.LabelCompositionName: composition})
+	if !fresh {
+		// The watcher watches every revision: a list that need not show
+		// the newest (one this replica just created) is a scan of the
+		// object mirror, not a LIST.
+		ctx = kitkube.WholeKind(ctx)
+	}
 	items, err := s.r.List(ctx, RevisionGVK, "", sel)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list revisions of Composition %q: %w", composition, err)

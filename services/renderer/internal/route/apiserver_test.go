@@ -109,7 +109,9 @@ func startEnv(t *testing.T) *env {
 	h := route.NewHandler(index,
 		definition.NewReconciler(client, index, definition.WithLogger(log)),
 		revision.NewReconciler(client, store, index, pub, bus.Renderer, revision.WithLogger(log)),
-		composite.NewReconciler(client, index, store, composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithLogger(log)),
+		// Each render writes what it found, first status included, so
+		// that the test sees one render's writes at a time.
+		composite.NewReconciler(client, index, store, composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithLogger(log), composite.WithFirstStatusWait(0)),
 		nil, log)
 
 	admin, err := dynamic.NewForConfig(s.RESTConfig())

@@ -56,8 +56,20 @@ type mirrorState struct {
 
 // keepFull wraps a source's transform: for a mirrored source it keeps the
 // object as the API server sent it before trim cuts it down. client-go calls
-// the transform once for each object it receives (never for objects it
-// already cached), in order, before the handler sees the change.
+// the transform for each object it receives (never for objects it already
+// cached), in order, before the handler sees the change.
+//
+// It may call it twice for the same object: a reflector that lists by
+// watch-list (sendInitialEvents, on by default since client-go 0.35)
+// transforms each object as it streams into a temporary store, then hands
+// that store's transformed objects to the queue's Replace, which transforms
+// them again. The second call sees trim's own output at the same
+// resourceVersion, so the object first seen at a resourceVersion is kept:
+// the API server sends each version whole, and what comes again at that
+// version can only be it or a copy cut down from it. Without that rule the
+// mirror held every listed object trimmed (no spec, no status, no managed
+// fields), and every worker that read it saw differences that were not
+// there and wrote them.
 func (s *source) keepFull(trim cache.TransformFunc) cache.TransformFunc {
 	if !s.spec.full {
 		return trim
@@ -68,7 +80,9 @@ func (s *source) keepFull(trim cache.TransformFunc) cache.TransformFunc {
 			if s.mirror.full == nil {
 				s.mirror.full = map[types.UID]*unstructured.Unstructured{}
 			}
-			s.mirror.full[u.GetUID()] = u
+			if have := s.mirror.full[u.GetUID()]; have == nil || have.GetResourceVersion() != u.GetResourceVersion() {
+				s.mirror.full[u.GetUID()] = u
+			}
 			s.mirror.mu.Unlock()
 		}
 		return trim(obj)

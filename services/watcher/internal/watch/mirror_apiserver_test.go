@@ -26,7 +26,8 @@ import (
 // kube-apiserver and NATS: a claim is in the mirror, at the resourceVersion
 // of its event, before the event is published; its deletion purges it before
 // the deletion is published; and a claim deleted while no watcher ran is
-// purged by the next watcher's initial resync.
+// purged by the next watcher's initial resync, which mirrors whole the
+// objects it lists.
 func TestWatcherMirror(t *testing.T) {
 	s := startControlPlane(t)
 	ctx := t.Context()
@@ -94,9 +95,19 @@ spec:
 		if _, state, err := r.Get(ctx, gvkClaim, "team-a", "w2", ""); err != nil || state != mirror.Fresh {
 			t.Fatalf("Get(w2) with no watcher running = %s, %v; want the stale entry, Fresh", state, err)
 		}
+		listed := c.create(t, gvrClaim, fmt.Sprintf(claimYAML, "w3"))
 		runMirroring(t, dyn, md, disc, &mirrorChecker{r: r}, kv)
 		if _, state, err := r.Get(ctx, gvkClaim, "team-a", "w2", ""); err != nil || state != mirror.Unknown {
 			t.Errorf("Get(w2) after the initial resync = %s, %v; want Unknown", state, err)
+		}
+		// An object the watcher's initial list finds (by watch-list, whose
+		// reflector transforms each object twice) is mirrored whole.
+		got, state, err := r.Get(ctx, gvkClaim, "team-a", "w3", listed.GetResourceVersion())
+		if err != nil || state != mirror.Fresh {
+			t.Fatalf("Get(w3) after the initial resync = %s, %v; want Fresh", state, err)
+		}
+		if size, _, _ := unstructured.NestedString(got.Object, "spec", "size"); size != "small" || len(got.GetManagedFields()) == 0 {
+			t.Errorf("mirror holds spec.size %q and %d managed-fields entries of a listed claim; want the full claim", size, len(got.GetManagedFields()))
 		}
 	})
 }

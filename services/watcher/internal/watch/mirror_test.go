@@ -28,6 +28,7 @@ import (
 	"github.com/loomxr/loom/pkg/mirror"
 	"github.com/loomxr/loom/pkg/testing/poll"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
+	"github.com/loomxr/loom/services/watcher/internal/object"
 	"github.com/loomxr/loom/services/watcher/internal/route"
 )
 
@@ -228,4 +229,61 @@ func mirrorKeys(t *testing.T, kv jetstream.KeyValue) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestKeepFull checks which object a mirrored source writes for a change:
+// the one the API server sent, whatever the informer does with it before
+// the handler sees the change.
+func TestKeepFull(t *testing.T) {
+	full := func(rv string) *unstructured.Unstructured { return composedNop("n", rv) }
+	cases := map[string]struct {
+		reason string
+		// seen are the objects handed to the transform, in order: a
+		// string is a resourceVersion the API server sent whole, "trim"
+		// the transform's own last output handed back to it.
+		seen []string
+		rv   string
+		want *unstructured.Unstructured
+	}{
+		"Once": {
+			reason: "An object the transform sees once is written as it came.",
+			seen:   []string{"5"},
+			rv:     "5",
+			want:   full("5"),
+		},
+		"WatchListTransformsTwice": {
+			reason: "A watch-list reflector transforms each listed object, then its queue's Replace transforms the output again: the object written is the full one, not the trimmed copy.",
+			seen:   []string{"5", "trim"},
+			rv:     "5",
+			want:   full("5"),
+		},
+		"NewerVersionReplaces": {
+			reason: "A newer version seen before the older change is handled is kept for its own change; the older change has nothing to write.",
+			seen:   []string{"5", "trim", "6"},
+			rv:     "5",
+			want:   full("6"),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := &source{spec: spec{full: true}}
+			transform := s.keepFull(object.Transform(object.ShapeComposition))
+			var last any
+			for _, v := range tc.seen {
+				in := last
+				if v != "trim" {
+					in = full(v)
+				}
+				out, err := transform(in)
+				if err != nil {
+					t.Fatalf("transform(): %v", err)
+				}
+				last = out
+			}
+			got := s.takeFull(types.UID("n-uid"), tc.rv)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\ntakeFull(): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
 }
