@@ -199,6 +199,9 @@ func Render(req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validateReadinessChecks(spec.Resources); err != nil {
+		return nil, err
+	}
 
 	desiredContent, err := fieldpath.ToJSON(xr.Object)
 	if err != nil {
@@ -252,6 +255,10 @@ func Render(req Request) (*Result, error) {
 		ready, reason, err := IsReady(obs, t.ReadinessChecks)
 		if err != nil && r.Err == nil {
 			r.Err = &TemplateError{Template: name, Field: "readinessChecks", Err: err}
+			var ce *ReadinessCheckError
+			if errors.As(err, &ce) {
+				r.Err = &TemplateError{Template: name, Field: fmt.Sprintf("readinessChecks[%d]", ce.Index), Err: ce.Err}
+			}
 		}
 		r.Ready, r.Reason = ready, reason
 		if !ready && r.Skipped != "" && !r.Observed {
