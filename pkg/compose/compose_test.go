@@ -260,6 +260,18 @@ func TestRenderTemplateOutcomes(t *testing.T) {
 				{Name: "server", Err: `cannot render template "server": metadata: ownerReferences: already controlled by Pod "p"`, Reason: ReasonNotCreated},
 			}},
 		},
+		"KindChanged": {
+			reason:      "Like Crossplane, a template that renders another kind than the observed resource's is refused (a template mismatch): nothing is desired and the resource is not ready.",
+			composition: comp(`[{name: seen, base: {apiVersion: nop.crossplane.io/v1alpha1, kind: OtherResource}}]`),
+			want: want{resources: []outcome{
+				{Name: "seen", Err: `cannot render template "seen": base.kind: cannot change the kind of composed resource "seen-1" from NopResource to OtherResource (possible composed resource template mismatch)`},
+			}},
+		},
+		"VersionChanged": {
+			reason:      "Like Crossplane, a template may change the version (or group) of the observed resource's kind.",
+			composition: comp(`[{name: seen, base: {apiVersion: nop.crossplane.io/v1beta1, kind: NopResource}}]`),
+			want:        want{resources: []outcome{{Name: "seen", Desired: true, Ready: true}}, ready: true},
+		},
 		"ReadinessCheckWrongType": {
 			reason:      "Like Crossplane, a readiness check on a field of the wrong type is a template error, not a reason, while the resource still renders.",
 			composition: comp(`[{name: seen, base: ` + base + `, readinessChecks: [{type: MatchString, fieldPath: status.conditions, matchString: Ready}]}]`),
