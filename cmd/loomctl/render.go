@@ -21,6 +21,7 @@ import (
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/compose"
+	xpcondition "github.com/loomxr/loom/pkg/condition"
 )
 
 func init() { register(newRenderCmd) }
@@ -363,10 +364,7 @@ func setReadyCondition(xr *unstructured.Unstructured, unready []string) {
 	c := map[string]any{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": renderTransitionTime}
 	if len(unready) > 0 {
 		sort.Strings(unready)
-		msg := "Unready resources: " + strings.Join(unready[:min(3, len(unready))], ", ")
-		if len(unready) > 3 {
-			msg += fmt.Sprintf(", and %d more", len(unready)-3)
-		}
+		msg := "Unready resources: " + xpcondition.FirstNAndSomeMore(3, unready)
 		c = map[string]any{"type": "Ready", "status": "False", "reason": "Creating", "message": msg, "lastTransitionTime": renderTransitionTime}
 	}
 	conds, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 )
@@ -259,6 +260,33 @@ func TestExamples(t *testing.T) {
 			}
 			if xrd.Spec.DefaultCompositionRef == nil || xrd.Spec.DefaultCompositionRef.Name != comp.GetName() {
 				t.Errorf("the XRD's default Composition is not the example's %q", comp.GetName())
+			}
+		})
+	}
+}
+
+func TestSetReadyCondition(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		unready []string
+		want    string
+	}{
+		"Ready":  {reason: "Nothing unready: no message.", want: ""},
+		"Two":    {reason: "As crossplane render: two names joined by a comma, sorted.", unready: []string{"b", "a"}, want: "Unready resources: a, b"},
+		"Three":  {reason: "As crossplane render: three names end with \", and\".", unready: []string{"c", "a", "b"}, want: "Unready resources: a, b, and c"},
+		"Beyond": {reason: "As crossplane render: names past the third are counted.", unready: []string{"e", "d", "c", "b", "a"}, want: "Unready resources: a, b, c, and 2 more"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			xr := &unstructured.Unstructured{Object: map[string]any{}}
+			setReadyCondition(xr, tc.unready)
+			conds, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
+			got := ""
+			if len(conds) == 1 {
+				got, _ = conds[0].(map[string]any)["message"].(string)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nsetReadyCondition(): -want message, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

@@ -199,6 +199,9 @@ func Render(req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validateReadinessChecks(spec.Resources); err != nil {
+		return nil, err
+	}
 
 	desiredContent, err := fieldpath.ToJSON(xr.Object)
 	if err != nil {
@@ -248,12 +251,20 @@ func Render(req Request) (*Result, error) {
 		var warnings []string
 		r.Desired, r.Skipped, warnings, r.Err = renderTemplate(t, name, sets, xr, req.Observed[name], o)
 		res.Warnings = append(res.Warnings, warnings...)
+		mismatch := false
+		if err := checkKind(r.Desired, req.Observed[name]); err != nil && r.Err == nil {
+			r.Desired, r.Err, mismatch = nil, &TemplateError{Template: name, Field: "base.kind", Err: err}, true
+		}
 
 		ready, reason, err := IsReady(obs, t.ReadinessChecks)
 		if err != nil && r.Err == nil {
 			r.Err = &TemplateError{Template: name, Field: "readinessChecks", Err: err}
+			var ce *ReadinessCheckError
+			if errors.As(err, &ce) {
+				r.Err = &TemplateError{Template: name, Field: fmt.Sprintf("readinessChecks[%d]", ce.Index), Err: ce.Err}
+			}
 		}
-		r.Ready, r.Reason = ready, reason
+		r.Ready, r.Reason = ready && !mismatch, reason
 		if !ready && r.Skipped != "" && !r.Observed {
 			r.Reason = r.Skipped
 		}
@@ -272,6 +283,19 @@ func Render(req Request) (*Result, error) {
 	}
 	res.Environment = o.env.UnstructuredContent()
 	return res, nil
+}
+
+// checkKind refuses a desired composed resource whose kind differs from the
+// observed one's, as Crossplane v1.20 does: either the template's kind was
+// changed or the template is not the one the resource was composed from (the
+// order of anonymous templates changed), and applying it would overwrite
+// another resource. Like Crossplane, only the kind is compared: a template may
+// move a resource to another version or group.
+func checkKind(desired, observed *unstructured.Unstructured) error {
+	if desired == nil || observed == nil || observed.GetKind() == "" || desired.GetKind() == observed.GetKind() {
+		return nil
+	}
+	return fmt.Errorf("cannot change the kind of composed resource %q from %s to %s (possible composed resource template mismatch)", observed.GetName(), observed.GetKind(), desired.GetKind())
 }
 
 // templateNames returns the composition resource names of the templates,

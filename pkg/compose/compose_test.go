@@ -260,11 +260,23 @@ func TestRenderTemplateOutcomes(t *testing.T) {
 				{Name: "server", Err: `cannot render template "server": metadata: ownerReferences: already controlled by Pod "p"`, Reason: ReasonNotCreated},
 			}},
 		},
-		"InvalidReadinessCheck": {
-			reason:      "An invalid readiness check is a template error, while the resource still renders.",
-			composition: comp(`[{name: seen, base: ` + base + `, readinessChecks: [{type: MatchString, fieldPath: status.x}]}]`),
+		"KindChanged": {
+			reason:      "Like Crossplane, a template that renders another kind than the observed resource's is refused (a template mismatch): nothing is desired and the resource is not ready.",
+			composition: comp(`[{name: seen, base: {apiVersion: nop.crossplane.io/v1alpha1, kind: OtherResource}}]`),
 			want: want{resources: []outcome{
-				{Name: "seen", Desired: true, Err: `cannot render template "seen": readinessChecks: readinessChecks[0] (MatchString): matchString is required`},
+				{Name: "seen", Err: `cannot render template "seen": base.kind: cannot change the kind of composed resource "seen-1" from NopResource to OtherResource (possible composed resource template mismatch)`},
+			}},
+		},
+		"VersionChanged": {
+			reason:      "Like Crossplane, a template may change the version (or group) of the observed resource's kind.",
+			composition: comp(`[{name: seen, base: {apiVersion: nop.crossplane.io/v1beta1, kind: NopResource}}]`),
+			want:        want{resources: []outcome{{Name: "seen", Desired: true, Ready: true}}, ready: true},
+		},
+		"ReadinessCheckWrongType": {
+			reason:      "Like Crossplane, a readiness check on a field of the wrong type is a template error, not a reason, while the resource still renders.",
+			composition: comp(`[{name: seen, base: ` + base + `, readinessChecks: [{type: MatchString, fieldPath: status.conditions, matchString: Ready}]}]`),
+			want: want{resources: []outcome{
+				{Name: "seen", Desired: true, Err: `cannot render template "seen": readinessChecks[0]: status.conditions is array, not a string`},
 			}},
 		},
 		"InvalidConnectionDetail": {
@@ -364,6 +376,24 @@ func TestRenderFatal(t *testing.T) {
 			reason:      "A PatchSet may not include another.",
 			composition: head + "patchSets: [{name: a, patches: [{type: PatchSet, patchSetName: b}]}]\nresources: []",
 			want:        "cannot render Composition: spec.patchSets[0].patches[0]: a PatchSet may not include another PatchSet",
+			class:       ErrInvalid,
+		},
+		"InvalidReadinessCheck": {
+			reason:      "Like Crossplane's Composition validation, an invalid readiness check refuses the Composition, whether or not the resource exists.",
+			composition: head + "resources: [{name: a, base: " + base + "}, {name: b, base: " + base + ", readinessChecks: [{type: None}, {type: MatchString, fieldPath: status.x}]}]",
+			want:        "cannot render Composition: spec.resources[1].readinessChecks[1].matchString: is required for type MatchString",
+			class:       ErrInvalid,
+		},
+		"UnknownReadinessCheckType": {
+			reason:      "A readiness check of an unknown type refuses the Composition.",
+			composition: head + "resources: [{name: a, base: " + base + ", readinessChecks: [{type: MatchRegexp, fieldPath: status.x}]}]",
+			want:        `cannot render Composition: spec.resources[0].readinessChecks[0].type: unknown readiness check type "MatchRegexp" (want NonEmpty, MatchString, MatchInteger, MatchTrue, MatchFalse, MatchCondition or None)`,
+			class:       ErrInvalid,
+		},
+		"MatchConditionWithoutCondition": {
+			reason:      "Like Crossplane, MatchCondition without matchCondition refuses the Composition.",
+			composition: head + "resources: [{name: a, base: " + base + ", readinessChecks: [{type: MatchCondition}]}]",
+			want:        "cannot render Composition: spec.resources[0].readinessChecks[0].matchCondition: is required for type MatchCondition",
 			class:       ErrInvalid,
 		},
 		"MissingEnvironmentConfig": {

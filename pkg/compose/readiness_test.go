@@ -40,7 +40,22 @@ func TestIsReady(t *testing.T) {
 		"DefaultNoConditions": {
 			reason:   "Without conditions the resource is not ready.",
 			observed: `{}`, checks: `[]`,
-			want: want{reason: "condition Ready is not set, want True"},
+			want: want{reason: "condition Ready is Unknown (not set), want True"},
+		},
+		"MatchConditionAbsentIsUnknown": {
+			reason:   "Like Crossplane, an absent condition has status Unknown, so a check for Unknown passes.",
+			observed: `{}`, checks: `[{type: MatchCondition, matchCondition: {type: Synced, status: Unknown}}]`,
+			want: want{ready: true},
+		},
+		"MatchConditionUnknown": {
+			reason:   "A condition whose status is Unknown matches a check for Unknown.",
+			observed: `{"status":{"conditions":[{"type":"Ready","status":"Unknown"}]}}`, checks: `[{type: MatchCondition, matchCondition: {type: Ready, status: Unknown}}]`,
+			want: want{ready: true},
+		},
+		"MatchConditionUnknownNotTrue": {
+			reason:   "An Unknown condition does not pass a check for True.",
+			observed: `{"status":{"conditions":[{"type":"Ready","status":"Unknown"}]}}`, checks: `[]`,
+			want: want{reason: "condition Ready is Unknown, want True"},
 		},
 		"None": {
 			reason:   "None is always ready.",
@@ -52,10 +67,25 @@ func TestIsReady(t *testing.T) {
 			observed: ready, checks: `[{type: MatchCondition, matchCondition: {type: Synced, status: "True"}}]`,
 			want: want{ready: true},
 		},
-		"MatchConditionDefaults": {
-			reason:   "MatchCondition without matchCondition means Ready True.",
+		"MatchConditionMissing": {
+			reason:   "Like Crossplane, MatchCondition without matchCondition is invalid: nothing defaults it.",
 			observed: creating, checks: `[{type: MatchCondition}]`,
-			want: want{reason: "condition Ready is False, want True (Creating: waiting for the API)"},
+			want: want{err: "readinessChecks[0] (MatchCondition): matchCondition: is required for type MatchCondition"},
+		},
+		"MatchConditionEmptyType": {
+			reason:   "Like Crossplane's validation, matchCondition.type may not be empty.",
+			observed: creating, checks: `[{type: MatchCondition, matchCondition: {status: "True"}}]`,
+			want: want{err: "readinessChecks[0] (MatchCondition): matchCondition.type: is required for type MatchCondition"},
+		},
+		"MatchConditionEmptyStatus": {
+			reason:   "Like Crossplane's validation, matchCondition.status may not be empty.",
+			observed: creating, checks: `[{type: MatchCondition, matchCondition: {type: Ready}}]`,
+			want: want{err: "readinessChecks[0] (MatchCondition): matchCondition.status: is required for type MatchCondition"},
+		},
+		"InvalidNotObserved": {
+			reason: "An invalid check is refused even before the resource exists.",
+			checks: `[{type: MatchString, fieldPath: a}]`,
+			want:   want{err: "readinessChecks[0] (MatchString): matchString: is required for type MatchString"},
 		},
 		"NonEmpty": {
 			reason:   "NonEmpty passes if the field exists.",
@@ -78,9 +108,9 @@ func TestIsReady(t *testing.T) {
 			want: want{reason: `status.atProvider.state is "Online", want "Ready"`},
 		},
 		"MatchStringWrongType": {
-			reason:   "MatchString fails on a non-string.",
+			reason:   "Like Crossplane, MatchString on a field that is not a string is an error, not unready.",
 			observed: ready, checks: `[{type: MatchString, fieldPath: status.atProvider.replicas, matchString: "3"}]`,
-			want: want{reason: `status.atProvider.replicas is integer, want the string "3"`},
+			want: want{err: `readinessChecks[0] (MatchString): status.atProvider.replicas is integer, not a string`},
 		},
 		"MatchInteger": {
 			reason:   "MatchInteger passes on equal integers.",
@@ -93,9 +123,9 @@ func TestIsReady(t *testing.T) {
 			want: want{reason: "status.atProvider.replicas is 3, want 5"},
 		},
 		"MatchIntegerWrongType": {
-			reason:   "MatchInteger fails on a non-integer.",
+			reason:   "Like Crossplane, MatchInteger on a field that is not an integer is an error, not unready.",
 			observed: ready, checks: `[{type: MatchInteger, fieldPath: status.atProvider.state, matchInteger: 5}]`,
-			want: want{reason: "status.atProvider.state is string, want the integer 5"},
+			want: want{err: "readinessChecks[0] (MatchInteger): status.atProvider.state is string, not an integer"},
 		},
 		"MatchTrue": {
 			reason:   "MatchTrue passes on true.",
@@ -118,9 +148,9 @@ func TestIsReady(t *testing.T) {
 			want: want{ready: true},
 		},
 		"MatchFalseWrongType": {
-			reason:   "MatchFalse fails on a non-boolean.",
+			reason:   "Like Crossplane, MatchFalse on a field that is not a boolean is an error, not unready.",
 			observed: ready, checks: `[{type: MatchFalse, fieldPath: status.atProvider.state}]`,
-			want: want{reason: "status.atProvider.state is string, want false"},
+			want: want{err: "readinessChecks[0] (MatchFalse): status.atProvider.state is string, not a boolean"},
 		},
 		"AllMustPass": {
 			reason:   "Every check must pass; the first failing one is named.",
@@ -130,7 +160,7 @@ func TestIsReady(t *testing.T) {
 		"MissingFieldPath": {
 			reason:   "Field checks need fieldPath.",
 			observed: ready, checks: `[{type: NonEmpty}]`,
-			want: want{err: "readinessChecks[0] (NonEmpty): fieldPath is required"},
+			want: want{err: "readinessChecks[0] (NonEmpty): fieldPath: is required for type NonEmpty"},
 		},
 		"BadFieldPath": {
 			reason:   "A malformed fieldPath is an error.",
@@ -140,17 +170,17 @@ func TestIsReady(t *testing.T) {
 		"MissingMatchString": {
 			reason:   "MatchString needs matchString.",
 			observed: ready, checks: `[{type: MatchString, fieldPath: a}]`,
-			want: want{err: "readinessChecks[0] (MatchString): matchString is required"},
+			want: want{err: "readinessChecks[0] (MatchString): matchString: is required for type MatchString"},
 		},
 		"MissingMatchInteger": {
 			reason:   "MatchInteger needs a non-zero matchInteger.",
 			observed: ready, checks: `[{type: MatchInteger, fieldPath: a}]`,
-			want: want{err: "readinessChecks[0] (MatchInteger): matchInteger is required and may not be 0"},
+			want: want{err: "readinessChecks[0] (MatchInteger): matchInteger: is required for type MatchInteger and may not be 0"},
 		},
 		"UnknownType": {
 			reason:   "An unknown type is an error.",
 			observed: ready, checks: `[{type: MatchRegexp, fieldPath: a}]`,
-			want: want{err: `readinessChecks[0] (MatchRegexp): unknown readiness check type "MatchRegexp" (want NonEmpty, MatchString, MatchInteger, MatchTrue, MatchFalse, MatchCondition or None)`},
+			want: want{err: `readinessChecks[0] (MatchRegexp): type: unknown readiness check type "MatchRegexp" (want NonEmpty, MatchString, MatchInteger, MatchTrue, MatchFalse, MatchCondition or None)`},
 		},
 	}
 	for name, tc := range cases {

@@ -18,6 +18,7 @@
 //   - List: conditions as the JSON form of status.conditions.
 //   - Owned: the condition types a field manager applied to an object.
 //   - Intent: the conditions a field manager applies, its others carried.
+//   - FirstNAndSomeMore: names listed in a message as Crossplane lists them.
 //
 // common.ConditionedStatus.GetCondition (a typed status, Unknown when
 // absent) is crossplane-runtime's and stays there.
@@ -25,6 +26,7 @@ package condition
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -194,4 +196,24 @@ func Intent(current *unstructured.Unstructured, manager string, now metav1.Time,
 		}
 	}
 	return List(set...)
+}
+
+// FirstNAndSomeMore lists names in a condition message exactly as
+// crossplane-runtime's function of the same name does, so that messages such
+// as "Unready resources: ..." read as Crossplane's: fewer than n names joined
+// by ", " ("a", "a, b"), exactly n ending in ", and " ("a, b, and c"), more
+// than n with the rest counted ("a, b, c, and 2 more"); n <= 0 gives only the
+// count. Names are listed in the order given: callers sort them so that the
+// message is deterministic.
+func FirstNAndSomeMore(n int, names []string) string {
+	switch {
+	case n <= 0:
+		return fmt.Sprintf("%d", len(names))
+	case len(names) > n:
+		return fmt.Sprintf("%s, and %d more", strings.Join(names[:n], ", "), len(names)-n)
+	case len(names) == n && n > 1:
+		return strings.Join(names[:n-1], ", ") + ", and " + names[n-1]
+	default:
+		return strings.Join(names, ", ")
+	}
 }

@@ -297,3 +297,28 @@ func TestIntent(t *testing.T) {
 		})
 	}
 }
+
+func TestFirstNAndSomeMore(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		n      int
+		names  []string
+		want   string
+	}{
+		"None":  {reason: "No names, nothing listed.", n: 3, want: ""},
+		"One":   {reason: "One name is itself.", n: 3, names: []string{"a"}, want: "a"},
+		"Two":   {reason: "Fewer names than n are joined by commas alone.", n: 3, names: []string{"a", "b"}, want: "a, b"},
+		"Three": {reason: "Exactly n names end with \", and\".", n: 3, names: []string{"a", "b", "c"}, want: "a, b, and c"},
+		"Four":  {reason: "One past n is counted, not named.", n: 3, names: []string{"a", "b", "c", "d"}, want: "a, b, c, and 1 more"},
+		"Five":  {reason: "Names past n are counted.", n: 3, names: []string{"a", "b", "c", "d", "e"}, want: "a, b, c, and 2 more"},
+		"NOne":  {reason: "With n 1 a single name is itself.", n: 1, names: []string{"a"}, want: "a"},
+		"Zero":  {reason: "With n 0 only the count is given.", n: 0, names: []string{"a", "b"}, want: "2"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, FirstNAndSomeMore(tc.n, tc.names)); diff != "" {
+				t.Errorf("%s\nFirstNAndSomeMore(%d, %v): -want, +got:\n%s", tc.reason, tc.n, tc.names, diff)
+			}
+		})
+	}
+}

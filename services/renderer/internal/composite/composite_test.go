@@ -50,25 +50,6 @@ func TestChoose(t *testing.T) {
 	}
 }
 
-func TestListNames(t *testing.T) {
-	cases := map[string]struct {
-		names []string
-		want  string
-	}{
-		"One":   {names: []string{"a"}, want: "a"},
-		"Two":   {names: []string{"a", "b"}, want: "a and b"},
-		"Three": {names: []string{"a", "b", "c"}, want: "a, b, and c"},
-		"Five":  {names: []string{"a", "b", "c", "d", "e"}, want: "a, b, c, and 2 more"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, listNames(tc.names, 3)); diff != "" {
-				t.Errorf("listNames(%v): -want, +got:\n%s", tc.names, diff)
-			}
-		})
-	}
-}
-
 func TestReadyCondition(t *testing.T) {
 	yes, no := true, false
 	cases := map[string]struct {
@@ -83,6 +64,9 @@ func TestReadyCondition(t *testing.T) {
 		"Unready": {reason: "Unready resources are named, sorted, at most three.",
 			out:  &rendered{resources: []composed{{name: "d"}, {name: "a", ready: true}, {name: "c"}, {name: "b"}, {name: "e"}}},
 			want: common.Creating().WithMessage("Unready resources: b, c, d, and 1 more")},
+		"UnreadyTwo": {reason: "Two unready resources are listed as Crossplane lists them.",
+			out:  &rendered{resources: []composed{{name: "b"}, {name: "a"}}},
+			want: common.Creating().WithMessage("Unready resources: a, b")},
 		"FunctionSaysReady": {reason: "A function's verdict wins.",
 			out:  &rendered{resources: []composed{{name: "a"}}, ready: &yes},
 			want: common.Available()},

@@ -227,6 +227,10 @@ func ownedStatusFields(xr *unstructured.Unstructured) map[string]bool {
 
 func equalJSON(a, b any) bool { return apply.Equal(a, b) }
 
+// unreadyListed is how many unready resources the Ready condition names,
+// crossplane-runtime's DefaultFirstN.
+const unreadyListed = 3
+
 // readyCondition is the XR's Ready condition: Available when every composed
 // resource is ready (or a function said the XR is), else Creating naming the
 // first three unready resources.
@@ -249,22 +253,7 @@ func readyCondition(out *rendered) common.Condition {
 		return common.Available()
 	}
 	slices.Sort(unready)
-	return common.Creating().WithMessage("Unready resources: " + listNames(unready, 3))
-}
-
-// listNames lists names in English, showing at most max of them:
-// "a", "a and b", "a, b, and c", "a, b, c, and 2 more".
-func listNames(names []string, max int) string {
-	switch {
-	case len(names) == 1:
-		return names[0]
-	case len(names) == 2:
-		return names[0] + " and " + names[1]
-	case len(names) <= max:
-		return strings.Join(names[:len(names)-1], ", ") + ", and " + names[len(names)-1]
-	default:
-		return fmt.Sprintf("%s, and %d more", strings.Join(names[:max], ", "), len(names)-max)
-	}
+	return common.Creating().WithMessage("Unready resources: " + condition.FirstNAndSomeMore(unreadyListed, unready))
 }
 
 // summary is Loom's status.loom: one entry per composed resource, unready
