@@ -15,7 +15,8 @@ import (
 
 // TestAwaitClaim checks that an XR change whose claim is not cached yet
 // reaches the binder, targeting the claim, once the claim is cached; and
-// that a deleted XR stops waiting.
+// that a deleted XR stops waiting; and that a change whose routing missed a
+// claim cached just after reaches it at once.
 func TestAwaitClaim(t *testing.T) {
 	claimGVK := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Database"}
 	rec := &recorder{}
@@ -30,9 +31,9 @@ func TestAwaitClaim(t *testing.T) {
 	xr := object.Meta{GVK: schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "XDatabase"}, Name: "db-x", UID: "xr-uid", ResourceVersion: "5"}
 	gone := object.Meta{GVK: xr.GVK, Name: "db-y", UID: "xr2-uid", ResourceVersion: "6"}
 
-	w.awaitClaim(xr, ref, eventsv1.EventType_EVENT_TYPE_ADDED)
-	w.awaitClaim(gone, ref, eventsv1.EventType_EVENT_TYPE_ADDED)
-	w.awaitClaim(gone, ref, eventsv1.EventType_EVENT_TYPE_DELETED)
+	w.awaitClaim(xr, ref, eventsv1.EventType_EVENT_TYPE_ADDED, true)
+	w.awaitClaim(gone, ref, eventsv1.EventType_EVENT_TYPE_ADDED, true)
+	w.awaitClaim(gone, ref, eventsv1.EventType_EVENT_TYPE_DELETED, true)
 	if n := rec.len(); n != 0 {
 		t.Fatalf("published %d events before the claim is cached; want none", n)
 	}
@@ -51,18 +52,34 @@ func TestAwaitClaim(t *testing.T) {
 	type got struct {
 		Service, Type, Object, Target, RV string
 	}
-	var gots []got
-	for _, p := range rec.since(0) {
-		gots = append(gots, got{p.service, p.ev.GetType().String(), p.ev.GetObject().GetUid(), p.ev.GetTarget().GetUid(), p.ev.GetResourceVersion()})
+	published := func(from int) []got {
+		var gots []got
+		for _, p := range rec.since(from) {
+			gots = append(gots, got{p.service, p.ev.GetType().String(), p.ev.GetObject().GetUid(), p.ev.GetTarget().GetUid(), p.ev.GetResourceVersion()})
+		}
+		return gots
 	}
 	want := []got{{route.Binder, "EVENT_TYPE_ADDED", "xr-uid", "claim-uid", "5"}}
-	if diff := cmp.Diff(want, gots); diff != "" {
+	if diff := cmp.Diff(want, published(0)); diff != "" {
 		t.Errorf("published: -want, +got:\n%s", diff)
 	}
 
-	// Once cached, the claim resolves directly; nothing waits.
-	w.awaitClaim(xr, ref, eventsv1.EventType_EVENT_TYPE_MODIFIED)
+	// Once cached, the claim resolves directly (routing found it and
+	// published to it); nothing waits, nothing more is published.
+	w.awaitClaim(xr, ref, eventsv1.EventType_EVENT_TYPE_MODIFIED, false)
 	if len(w.awaiting) != 0 || len(w.awaitingOf) != 0 {
 		t.Errorf("XRs still waiting: %v", w.awaitingOf)
+	}
+	if n := rec.len(); n != 1 {
+		t.Errorf("published %d events; want the one the claim's arrival published", n)
+	}
+
+	// The claim cached after routing missed it but before the XR was set
+	// waiting: its arrival found nothing waiting, so the change is
+	// published to it at once.
+	w.awaitClaim(xr, ref, eventsv1.EventType_EVENT_TYPE_MODIFIED, true)
+	want = []got{{route.Binder, "EVENT_TYPE_MODIFIED", "xr-uid", "claim-uid", "5"}}
+	if diff := cmp.Diff(want, published(1)); diff != "" {
+		t.Errorf("published after a missed route: -want, +got:\n%s", diff)
 	}
 }

@@ -97,11 +97,12 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	}
 	ctx, span := w.startSpan(m, typ, w.owners(m, o.ClaimRef)...)
 	defer span.End()
-	for _, d := range route.Route(o, roles, lookup{w}) {
+	lk := &claimMisses{lookup: lookup{w}}
+	for _, d := range route.Route(o, roles, lk) {
 		w.publish(ctx, d.Service, newEvent(m, typ, d))
 	}
 	if roles&route.RoleXR != 0 {
-		w.awaitClaim(m, o.ClaimRef, typ)
+		w.awaitClaim(m, o.ClaimRef, typ, lk.missed)
 	}
 	if roles&route.RoleClaim != 0 && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
 		w.claimArrived(m)
@@ -121,12 +122,28 @@ type awaiting struct {
 	typ eventsv1.EventType
 }
 
+// claimMisses is a lookup that records whether a claim was looked up and
+// not found.
+type claimMisses struct {
+	lookup
+	missed bool
+}
+
+func (l *claimMisses) Claim(gk schema.GroupKind, namespace, name string) (route.Target, bool) {
+	t, ok := l.lookup.Claim(gk, namespace, name)
+	l.missed = l.missed || !ok
+	return t, ok
+}
+
 // awaitClaim remembers an XR change for the binder's claim target when the
 // XR's claim is not cached yet (informers of claims and XRs run
 // independently, so a claim created just before its XR may be cached just
-// after it); claimArrived publishes it once the claim is. An XR that is
-// deleted, or bound elsewhere, is forgotten.
-func (w *Watcher) awaitClaim(xr object.Meta, ref *object.Reference, typ eventsv1.EventType) {
+// after it); claimArrived publishes it once the claim is. routeMissed says
+// that routing the change looked the claim up and did not find it: if the
+// claim is cached by now, it arrived in between, after its own handler
+// looked for waiting XRs, so the change is published to it here. An XR that
+// is deleted, or bound elsewhere, is forgotten.
+func (w *Watcher) awaitClaim(xr object.Meta, ref *object.Reference, typ eventsv1.EventType, routeMissed bool) {
 	w.awaitMu.Lock()
 	defer w.awaitMu.Unlock()
 	if k, ok := w.awaitingOf[xr.UID]; ok {
@@ -141,7 +158,10 @@ func (w *Watcher) awaitClaim(xr object.Meta, ref *object.Reference, typ eventsv1
 	}
 	// Checked again under awaitMu: a claim's handler runs after the claim is
 	// in the cache, and takes awaitMu before it looks for waiting XRs.
-	if _, ok := (lookup{w}).Claim(ref.GroupKind(), ref.Namespace, ref.Name); ok {
+	if claim, ok := (lookup{w}).Claim(ref.GroupKind(), ref.Namespace, ref.Name); ok {
+		if routeMissed {
+			w.publishToClaim(xr, typ, claim)
+		}
 		return
 	}
 	k := claimKey{gk: ref.GroupKind(), namespace: ref.Namespace, name: ref.Name}
@@ -164,11 +184,17 @@ func (w *Watcher) claimArrived(claim object.Meta) {
 	w.awaitMu.Unlock()
 	t := route.Target{GVK: claim.GVK, Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
 	for _, a := range waiting {
-		d := route.Delivery{Service: route.Binder, Target: t, Reason: "bound composite resource changed"}
-		ctx, span := w.startSpan(a.xr, a.typ, string(claim.UID))
-		w.publish(ctx, d.Service, newEvent(a.xr, a.typ, d))
-		span.End()
+		w.publishToClaim(a.xr, a.typ, t)
 	}
+}
+
+// publishToClaim publishes a change of an XR to the binder, targeting the
+// claim bound to it.
+func (w *Watcher) publishToClaim(xr object.Meta, typ eventsv1.EventType, claim route.Target) {
+	d := route.Delivery{Service: route.Binder, Target: claim, Reason: "bound composite resource changed"}
+	ctx, span := w.startSpan(xr, typ, string(claim.UID))
+	defer span.End()
+	w.publish(ctx, d.Service, newEvent(xr, typ, d))
 }
 
 // observe updates the watcher's state from a change of an object whose kind
