@@ -17,10 +17,7 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,93 +32,30 @@ import (
 // renderer makes.
 const FieldManager = "loom-renderer"
 
-// Client reads and writes objects of any kind. It is safe for concurrent use.
+// Client reads and writes objects of any kind: pkg/kube's Client, writing
+// as FieldManager, with the renderer's defaults for applies (always forced)
+// and deletions (background propagation). It is safe for concurrent use.
 type Client struct {
-	*kitkube.Resources
+	*kitkube.Client
 }
 
 // New returns a Client. opts configure the reads (see kitkube.WithMirror);
 // the client reports every write to them.
 func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts ...kitkube.Option) *Client {
-	return &Client{Resources: kitkube.NewResources(dyn, mapper, opts...)}
+	return &Client{Client: kitkube.NewClient(dyn, mapper, FieldManager, opts...)}
 }
 
 // Apply server-side applies intent, forcing ownership of the fields it sets.
 func (c *Client) Apply(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.Resource(intent.GroupVersionKind(), intent.GetNamespace())
-	if err != nil {
-		return nil, err
-	}
-	out, err := r.Apply(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
-}
-
-// ApplyStatus server-side applies intent to the status subresource, forcing
-// ownership of the fields it sets.
-func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.Resource(intent.GroupVersionKind(), intent.GetNamespace())
-	if err != nil {
-		return nil, err
-	}
-	out, err := r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
-}
-
-// MergePatch sends a JSON merge patch (RFC 7386): lists in patch replace the
-// object's lists whole, and a nil value removes a field.
-func (c *Client) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch map[string]any) (*unstructured.Unstructured, error) {
-	r, err := c.Resource(gvk, namespace)
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(patch)
-	if err != nil {
-		return nil, fmt.Errorf("cannot encode patch: %w", err)
-	}
-	out, err := r.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
-	return c.Written(gvk, namespace, name, out, err)
-}
-
-// Create creates obj. An object that exists already fails with an error for
-// which kerrors.IsAlreadyExists is true.
-func (c *Client) Create(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.Resource(obj.GroupVersionKind(), obj.GetNamespace())
-	if err != nil {
-		return nil, err
-	}
-	out, err := r.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-	return c.Written(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName(), out, err)
-}
-
-// Update replaces obj, with obj's resourceVersion as a precondition: a stale
-// obj fails with an error for which kerrors.IsConflict is true.
-func (c *Client) Update(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.Resource(obj.GroupVersionKind(), obj.GetNamespace())
-	if err != nil {
-		return nil, err
-	}
-	out, err := r.Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
-	return c.Written(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName(), out, err)
+	return c.Client.Apply(ctx, intent, true)
 }
 
 // Delete deletes the object with background propagation and, if uid is not
 // empty, only if it still has that UID. An object that is already gone is
 // not an error.
 func (c *Client) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, uid types.UID) error {
-	r, err := c.Resource(gvk, namespace)
-	if err != nil {
-		return err
-	}
-	c.Forget(gvk, namespace, name)
 	bg := metav1.DeletePropagationBackground
-	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
-	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
-	}
-	if err := r.Delete(ctx, name, opts); err != nil && !kerrors.IsNotFound(err) {
-		return err
-	}
-	return nil
+	return c.Client.Delete(ctx, gvk, namespace, name, uid, &bg)
 }
 
 // A Tally counts API requests; see pkg/kube.

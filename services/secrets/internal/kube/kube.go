@@ -17,7 +17,6 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -41,9 +40,10 @@ var (
 	Count     = kitkube.Count     //nolint:gochecknoglobals // An alias of a function.
 )
 
-// Client reads and writes objects. It is safe for concurrent use.
+// Client reads and writes objects (pkg/kube's Client, writing as
+// FieldManager) and Secrets. It is safe for concurrent use.
 type Client struct {
-	*kitkube.Resources
+	*kitkube.Client
 	md   metadata.Interface
 	kube kubernetes.Interface
 }
@@ -53,7 +53,7 @@ type Client struct {
 // of objects (see kitkube.WithMirror; Secrets are always read from the API
 // server); the client reports every write of an object to them.
 func New(dyn dynamic.Interface, md metadata.Interface, kube kubernetes.Interface, mapper meta.ResettableRESTMapper, opts ...kitkube.Option) *Client {
-	return &Client{Resources: kitkube.NewResources(dyn, mapper, opts...), md: md, kube: kube}
+	return &Client{Client: kitkube.NewClient(dyn, mapper, FieldManager, opts...), md: md, kube: kube}
 }
 
 // Controller returns the controller reference of the object that ref (an
@@ -84,17 +84,6 @@ func (c *Client) Controller(ctx context.Context, ref metav1.OwnerReference, name
 		return nil, nil
 	}
 	return metav1.GetControllerOf(o), nil
-}
-
-// ApplyStatus server-side applies intent to the status subresource, forcing
-// ownership of the fields it sets.
-func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.Resource(intent.GroupVersionKind(), intent.GetNamespace())
-	if err != nil {
-		return nil, err
-	}
-	out, err := r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
 }
 
 // GetSecret returns the Secret, or an error for which kerrors.IsNotFound is
