@@ -25,11 +25,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"os"
-	"slices"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,8 +37,10 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 
 	"github.com/loomxr/loom/pkg/fn"
+	"github.com/loomxr/loom/pkg/secretdata"
 	secretsv1 "github.com/loomxr/loom/proto/secrets/v1"
 )
 
@@ -57,7 +56,8 @@ type Sender interface {
 }
 
 // DefaultMemoSize bounds how many XRs a Publisher remembers; beyond it the
-// memory is dropped, and each XR's details are sent once more.
+// least recently published XR is forgotten, and its details are sent once
+// more when it is rendered again.
 const DefaultMemoSize = 100_000
 
 // A Publisher sends XRs' connection details through a Sender when they
@@ -66,14 +66,12 @@ const DefaultMemoSize = 100_000
 type Publisher struct {
 	send Sender
 
-	mu   sync.Mutex
-	max  int
-	sent map[types.UID][sha256.Size]byte
+	sent *lru.Cache // XR UID -> [sha256.Size]byte
 }
 
 // NewPublisher returns a Publisher that sends through s.
 func NewPublisher(s Sender) *Publisher {
-	return &Publisher{send: s, max: DefaultMemoSize, sent: map[types.UID][sha256.Size]byte{}}
+	return &Publisher{send: s, sent: lru.New(DefaultMemoSize)}
 }
 
 // Publish sends details, the whole set of connection details the function
@@ -85,7 +83,7 @@ func NewPublisher(s Sender) *Publisher {
 // failed are sent again next time.
 func (p *Publisher) Publish(ctx context.Context, xr *unstructured.Unstructured, revision string, details map[string][]byte, force bool) error {
 	uid := xr.GetUID()
-	digest := Digest(details)
+	digest := secretdata.Digest(details)
 	if !force && p.known(uid, digest) {
 		return nil
 	}
@@ -103,40 +101,14 @@ func (p *Publisher) Publish(ctx context.Context, xr *unstructured.Unstructured, 
 }
 
 // Forget drops what the Publisher remembers of an XR (it is gone).
-func (p *Publisher) Forget(uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.sent, uid)
-}
+func (p *Publisher) Forget(uid types.UID) { p.sent.Remove(uid) }
 
 func (p *Publisher) known(uid types.UID, digest [sha256.Size]byte) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d, ok := p.sent[uid]
+	d, ok := p.sent.Get(uid)
 	return ok && d == digest
 }
 
-func (p *Publisher) remember(uid types.UID, digest [sha256.Size]byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.sent[uid]; !ok && len(p.sent) >= p.max {
-		p.sent = map[types.UID][sha256.Size]byte{}
-	}
-	p.sent[uid] = digest
-}
-
-// Digest is a collision-resistant summary of connection details: equal
-// details (nil and empty alike) give equal digests.
-func Digest(details map[string][]byte) [sha256.Size]byte {
-	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(details)) {
-		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(details[k]))
-		h.Write(details[k])
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
-}
+func (p *Publisher) remember(uid types.UID, digest [sha256.Size]byte) { p.sent.Add(uid, digest) }
 
 // Config says how to reach the secrets service.
 type Config struct {

@@ -157,15 +157,6 @@ func TestPublisherRequest(t *testing.T) {
 	}
 }
 
-func TestDigest(t *testing.T) {
-	if connection.Digest(details("ab", "c")) == connection.Digest(details("a", "bc")) {
-		t.Error("Digest: keys and values that concatenate alike collide")
-	}
-	if connection.Digest(nil) != connection.Digest(map[string][]byte{}) {
-		t.Error("Digest: nil and empty differ")
-	}
-}
-
 // pki is throwaway PEM material: a CA, the secrets service's server
 // certificate for 127.0.0.1 and the renderer's client certificate.
 type pki struct {

@@ -29,7 +29,6 @@
 package secret
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -37,6 +36,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/loomxr/loom/pkg/secretdata"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,7 +139,7 @@ func New(c Client, cache Cache, o ...Option) *Store {
 // data or metadata). It is idempotent: a Secret that is as desired costs no
 // write. It fails with ErrNotControllable for a Secret it must not write.
 func (s *Store) Ensure(ctx context.Context, d Desired) (bool, error) {
-	want := Digest(d.Data)
+	want := secretdata.Digest(d.Data)
 	m, cached := s.cache.Metadata(d.Key)
 	w, known := s.recall(d.Key)
 	switch {
@@ -169,7 +169,7 @@ func (s *Store) Ensure(ctx context.Context, d Desired) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cannot get connection Secret %s: %w", d.Key, err)
 	}
-	return s.update(ctx, d, cur, Digest(cur.Data), want)
+	return s.update(ctx, d, cur, secretdata.Digest(cur.Data), want)
 }
 
 // create creates the Secret.
@@ -315,20 +315,3 @@ func (s *Store) remember(k Key, rv string, digest [sha256.Size]byte) {
 }
 
 func (s *Store) forget(k Key) { s.memo.Remove(k) }
-
-// Digest is a collision-resistant summary of Secret data: equal data (nil
-// and empty alike) gives equal digests.
-func Digest(data map[string][]byte) [sha256.Size]byte {
-	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(data)) {
-		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(data[k]))
-		h.Write(data[k])
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
-}
-
-// Equal reports whether two Secret data maps hold the same keys and values
-// (nil and empty alike).
-func Equal(a, b map[string][]byte) bool { return maps.EqualFunc(a, b, bytes.Equal) }
