@@ -51,7 +51,7 @@ func TestFairBetweenTenants(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			h := newHarness(t, testConfig())
+			h := newHarness(t, heldConfig())
 			p := h.publisher()
 			b := newBlocker()
 			publishAll(t, p, nsEvent("a", uid(0), 1))

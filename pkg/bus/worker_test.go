@@ -27,7 +27,7 @@ import (
 // 1,000 events for one object are handled far fewer times, and the last
 // handling sees the latest resourceVersion.
 func TestCoalescesEventsForOneObject(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, heldConfig())
 	const n = 1000
 	release := make(chan struct{})
 	var (
