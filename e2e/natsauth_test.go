@@ -23,6 +23,7 @@ import (
 	"github.com/loomxr/loom/e2e/framework"
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/natsauth"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // natsAuthClientPrefix names the connections of this test, so that the
@@ -70,8 +71,9 @@ func natsAuthConnect(t *testing.T, env *framework.Env, service string) *natsAuth
 
 // violated waits until the server has reported a violation naming subject.
 func (c *natsAuthClient) violated(subject string) error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return poll.Wait(ctx, func(context.Context) error {
 		c.mu.Lock()
 		vs := append([]string(nil), c.violations...)
 		c.mu.Unlock()
@@ -80,11 +82,8 @@ func (c *natsAuthClient) violated(subject string) error {
 				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no permission violation for %q (reported: %q)", subject, vs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("no permission violation for %q (reported: %q)", subject, vs)
+	})
 }
 
 // TestNATSAuthorization checks, on the running stack where every service

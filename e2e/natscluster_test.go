@@ -27,6 +27,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/stack"
+	"github.com/loomxr/loom/pkg/testing/poll"
 	"github.com/loomxr/loom/pkg/watchreq"
 )
 
@@ -349,21 +350,19 @@ func clusterCreateClaim(ctx context.Context, dyn dynamic.Interface, ns string, i
 		},
 	}}
 	ri := dyn.Resource(clusterClaimGVR).Namespace(ns)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	// The claim's CRD may still be on its way right after setup.
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := poll.Wait(cctx, func(ctx context.Context) error {
 		_, err := ri.Create(ctx, c, metav1.CreateOptions{})
-		if err == nil || kerrors.IsAlreadyExists(err) {
+		if kerrors.IsAlreadyExists(err) {
 			return nil
 		}
-		// The claim's CRD may still be on its way right after setup.
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("cannot create claim %s/%s: %w", ns, name, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
+		return err
+	}, poll.Every(500*time.Millisecond)); err != nil {
+		return fmt.Errorf("cannot create claim %s/%s: %w", ns, name, err)
 	}
+	return nil
 }
 
 // clusterReady counts the claims in ns, and those Ready.

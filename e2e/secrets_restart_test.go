@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/loomxr/loom/e2e/framework"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // TestSecretsRestart kills the secrets service and rotates a composed
@@ -65,15 +68,18 @@ func TestSecretsRestart(t *testing.T) {
 			}
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(3 * time.Second)
-		for time.Now().Before(deadline) {
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if err := poll.Wait(rctx, func(ctx context.Context) error {
 			_, got, err := secretsData(ctx, env, secretsNamespace, "restart-db-conn")
-			if err == nil && got["password"] == v {
-				return nil
+			if err == nil && got["password"] != v {
+				err = errors.New("the claim's Secret holds another password")
 			}
-			time.Sleep(framework.PollInterval) //nolint:forbidigo // Polling with a deadline.
+			return err
+		}, poll.Every(framework.PollInterval)); err != nil {
+			return fmt.Errorf("rotation %d did not reach the claim's Secret within 3s: %w", attempt, err)
 		}
-		return fmt.Errorf("rotation %d did not reach the claim's Secret within 3s", attempt)
+		return nil
 	})
 	t.Logf("a rotation reached the claim's Secret %s after the restart (attempt %d)", time.Since(start).Round(time.Millisecond), attempt)
 }

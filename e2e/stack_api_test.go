@@ -17,23 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/loomxr/loom/pkg/stack"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
-
-// devEventually polls f until it returns nil or timeout passes.
-func devEventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // TestStackFaults exercises the fault-injection API later tests build on:
 // a killed service replica comes back, and the API server and NATS restart
@@ -84,7 +69,7 @@ func TestStackFaults(t *testing.T) {
 		if err := s.KillService("renderer", 1); err != nil {
 			t.Fatal(err)
 		}
-		devEventually(t, 30*time.Second, "renderer-1 restarted", func() error {
+		poll.Until(t, 30*time.Second, func() error {
 			if pid := s.ServicePID("renderer", 1); pid == 0 || pid == before {
 				return fmt.Errorf("pid %d (was %d)", pid, before)
 			}
@@ -103,7 +88,7 @@ func TestStackFaults(t *testing.T) {
 		if took := time.Since(start); took > 30*time.Second {
 			t.Errorf("RestartAPIServer took %s; kube-apiserver should stop gracefully within seconds", took)
 		}
-		devEventually(t, 30*time.Second, "API server answers", apiUp)
+		poll.Until(t, 30*time.Second, apiUp)
 		// The services' tokens stay valid: the signing key did not change.
 		rc, err := devRESTConfig(s.ServiceKubeconfig("watcher"))
 		if err != nil {
@@ -141,7 +126,7 @@ func TestStackFaults(t *testing.T) {
 		if got := s.NATSURL(); got != url {
 			t.Errorf("NATSURL after restart: got %s, want %s", got, url)
 		}
-		devEventually(t, 30*time.Second, "stream survives the restart", func() error {
+		poll.Until(t, 30*time.Second, func() error {
 			info, err := js.StreamInfo("FAULTS")
 			if err != nil {
 				return err
@@ -152,7 +137,7 @@ func TestStackFaults(t *testing.T) {
 			return nil
 		})
 		// Services reconnect and report ready again.
-		devEventually(t, 30*time.Second, "services ready after NATS restart", func() error {
+		poll.Until(t, 30*time.Second, func() error {
 			return devServicesReady(state)
 		})
 	})

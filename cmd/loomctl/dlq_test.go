@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/bus/bustest"
 	"github.com/loomxr/loom/pkg/reconcile"
+	"github.com/loomxr/loom/pkg/testing/poll"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
 
@@ -67,17 +69,13 @@ func TestDLQListAndReplay(t *testing.T) {
 	if err := pub.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, func() error {
 		dls, err := bus.ListDeadLetters(t.Context(), js, bus.Binder)
-		if err == nil && len(dls) == 1 {
-			break
+		if err == nil && len(dls) != 1 {
+			err = fmt.Errorf("%d dead letters, want 1", len(dls))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no dead letter: %v %v", dls, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
 	stopWorker()
 
 	out, err := runLoomctl(t, "dlq", "list", "--nats-url", srv.URL(), "--service", bus.Binder, "-o", "json")

@@ -30,6 +30,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/stack"
+	"github.com/loomxr/loom/pkg/testing/poll"
 )
 
 // Report is what a chaos run measured, written as JSON with -out.
@@ -355,20 +356,18 @@ func createClaim(ctx context.Context, dyn dynamic.Interface, i int) error {
 		},
 	}}
 	ri := dyn.Resource(claimGVR).Namespace(c.GetNamespace())
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := poll.Wait(cctx, func(ctx context.Context) error {
 		_, err := ri.Create(ctx, c, metav1.CreateOptions{})
-		if err == nil || kerrors.IsAlreadyExists(err) {
+		if kerrors.IsAlreadyExists(err) {
 			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("cannot create claim %s/%s: %w", c.GetNamespace(), c.GetName(), err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
+		return err
+	}, poll.Every(500*time.Millisecond)); err != nil {
+		return fmt.Errorf("cannot create claim %s/%s: %w", c.GetNamespace(), c.GetName(), err)
 	}
+	return nil
 }
 
 // observe reads every claim, XR, composed resource and claim Secret and
