@@ -56,6 +56,10 @@ type Report struct {
 	// NATSRestarts and APIServerRestarts count the restarts done.
 	NATSRestarts      int `json:"nats_restarts"`
 	APIServerRestarts int `json:"apiserver_restarts"`
+	// WatcherMirrorCrashes counts watcher replicas that exited between
+	// writing a change to the object mirror and publishing its events (a
+	// fault armed once per wave of claims; see watch.WithCrashFile).
+	WatcherMirrorCrashes int `json:"watcher_mirror_crashes"`
 	// SecondsToConverge is from the first claim's creation until every
 	// invariant held with every fault done; when Converged is false, until
 	// the run gave up.
@@ -93,7 +97,8 @@ var (
 // orphaned composed resource.
 func TestChaos(t *testing.T) {
 	n := *flagClaims
-	s, kube, dyn := startStack(t)
+	crashFile := filepath.Join(t.TempDir(), "watcher-crash")
+	s, kube, dyn := startStack(t, "LOOM_WATCHER_FAULT_CRASH_FILE="+crashFile)
 	ctx := t.Context()
 
 	setup, err := stack.ReadManifests(filepath.Join("testdata", "setup.yaml"))
@@ -146,6 +151,12 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("cannot create claims: %v", err)
 		}
 		t.Logf("claims %d to %d created (%s)", waves[w], waves[w+1]-1, time.Since(start).Round(time.Millisecond))
+		// A watcher dies after writing a change to the mirror, before
+		// publishing it: the change must still reach the workers.
+		if err := crashWatcherAfterMirrorWrite(ctx, crashFile); err != nil {
+			t.Fatal(err)
+		}
+		rep.WatcherMirrorCrashes++
 		if w < len(faults) {
 			f := faults[w]
 			t.Logf("restarting %s", f.what)
@@ -201,6 +212,7 @@ func TestChaos(t *testing.T) {
 	}
 	final.Kills = int(kills.Load())
 	final.NATSRestarts, final.APIServerRestarts = rep.NATSRestarts, rep.APIServerRestarts
+	final.WatcherMirrorCrashes = rep.WatcherMirrorCrashes
 	final.SecondsToConverge, final.Converged, final.SecondsToClaimsReady = rep.SecondsToConverge, rep.Converged, rep.SecondsToClaimsReady
 	final.Replicas = replicas
 	b, err := json.MarshalIndent(final, "", "  ")
@@ -243,7 +255,27 @@ func TestChaos(t *testing.T) {
 // startStack starts a stack of its own, every Loom service at two
 // replicas, and stops it when t ends (keeping its state folder, logs
 // included, if t failed).
-func startStack(t *testing.T) (*stack.Stack, kubernetes.Interface, dynamic.Interface) {
+// crashWatcherAfterMirrorWrite arms the watchers' crash fault and waits
+// until a watcher replica took it: it removes the file just before it
+// exits, with a live change written to the mirror and not published.
+func crashWatcherAfterMirrorWrite(ctx context.Context, file string) error {
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		return fmt.Errorf("cannot arm the watcher crash fault: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := poll.Wait(wctx, func(context.Context) error {
+		if _, err := os.Stat(file); err == nil {
+			return errors.New("no watcher has crashed at the armed fault yet")
+		}
+		return nil
+	}, poll.Every(100*time.Millisecond)); err != nil {
+		return fmt.Errorf("the watcher crash fault was never taken (no live change reached a watcher?): %w", err)
+	}
+	return nil
+}
+
+func startStack(t *testing.T, env ...string) (*stack.Stack, kubernetes.Interface, dynamic.Interface) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "loom-chaos-")
 	if err != nil {
@@ -256,7 +288,7 @@ func startStack(t *testing.T) (*stack.Stack, kubernetes.Interface, dynamic.Inter
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	var progress = os.Stderr
-	s, err := stack.Start(ctx, stack.Options{StateDir: dir, Replicas: reps, Log: progress})
+	s, err := stack.Start(ctx, stack.Options{StateDir: dir, Replicas: reps, Log: progress, Env: env})
 	if err != nil {
 		t.Fatalf("cannot start the stack: %v (state in %s)", err, dir)
 	}

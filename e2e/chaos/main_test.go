@@ -3,9 +3,10 @@
 // Package chaos proves that crashes and restarts never lose, duplicate or
 // orphan anything: it runs its own local stack with every Loom service at
 // two replicas, creates claims, and while they converge kills Loom
-// processes with SIGKILL, restarts the NATS server and restarts
-// kube-apiserver. Once everything has converged it checks the invariants
-// and writes a report (see Report).
+// processes with SIGKILL, restarts the NATS server, restarts kube-apiserver
+// and, once per wave of claims, makes a watcher exit between writing a
+// change to the object mirror and publishing it. Once everything has
+// converged it checks the invariants and writes a report (see Report).
 //
 // `make e2e` runs it with 100 claims; `make chaos` with 1,000, writing
 // bench/results/chaos.json:

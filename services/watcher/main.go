@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ type flags struct {
 	resyncPeriod time.Duration
 	syncTimeout  time.Duration
 	mirror       bool
+	crashFile    string
 	bus          bus.Flags
 	kube         service.KubeFlags
 }
@@ -33,6 +35,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"how long to wait for initial lists before publishing the initial resync (env LOOM_SYNC_TIMEOUT)")
 	fs.BoolVar(&f.mirror, "mirror", service.EnvBool("LOOM_WATCHER_MIRROR", false),
 		"write every watched object but Secrets to the object mirror (JetStream bucket "+mirror.Bucket+") before publishing its events (env LOOM_WATCHER_MIRROR)")
+	fs.StringVar(&f.crashFile, "fault-crash-file", os.Getenv("LOOM_WATCHER_FAULT_CRASH_FILE"),
+		"for chaos tests only: whenever this file exists as a live change has been written to the mirror and not yet published, remove it and exit at once (env LOOM_WATCHER_FAULT_CRASH_FILE)")
 	f.bus.Register(fs)
 	f.kube.Register(fs, "LOOM_WATCHER", 200, 400)
 }
@@ -72,6 +76,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		watch.WithResyncPeriod(f.resyncPeriod),
 		watch.WithSyncTimeout(f.syncTimeout),
 		watch.WithWatchRequests(kv),
+		watch.WithCrashFile(f.crashFile),
 	}
 	if f.mirror {
 		mkv, err := b.Mirror(ctx)

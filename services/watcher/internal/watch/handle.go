@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"log/slog"
+	"os"
 	"reflect"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -81,6 +82,7 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	if !publish || !w.live.Load() {
 		return
 	}
+	w.crashIfArmed(m)
 	o := route.Object{Meta: m}
 	if old != nil {
 		o.Writers = object.Writers(*old, m)
@@ -412,4 +414,18 @@ func (l lookup) Requesters(m object.Meta) []types.UID {
 		}
 	}
 	return out
+}
+
+// crashIfArmed exits the process if the crash fault is armed (see
+// WithCrashFile): m is in the mirror, and its events are not published.
+func (w *Watcher) crashIfArmed(m object.Meta) {
+	if w.crashFile == "" {
+		return
+	}
+	if err := os.Remove(w.crashFile); err != nil {
+		return // not armed (or armed for another replica that took it)
+	}
+	w.log.Error("fault injected: exiting between the mirror write and the publish of a change",
+		"kind", m.GVK.String(), "namespace", m.Namespace, "name", m.Name, "resourceVersion", m.ResourceVersion)
+	os.Exit(3) //nolint:revive // The fault is a crash: nothing may run after it.
 }

@@ -104,6 +104,14 @@ func WithWatchRequests(kv jetstream.KeyValue) Option { return func(w *Watcher) {
 // github.com/loomxr/loom/pkg/mirror). Without it the watcher keeps no mirror.
 func WithMirror(m Mirror) Option { return func(w *Watcher) { w.mirror = m } }
 
+// WithCrashFile arms a fault for chaos tests: whenever the file at path
+// exists as the watcher has written a live change to the mirror and not yet
+// published its events, the watcher removes the file and exits the process
+// at once, as a crash at that moment would. The events are then never
+// published by this process; the next watcher's start-up resync must make
+// up for them. Empty (the default) arms nothing.
+func WithCrashFile(path string) Option { return func(w *Watcher) { w.crashFile = path } }
+
 // WithMeterProvider sets where the watcher's metrics go; the default is the
 // global MeterProvider.
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(w *Watcher) { w.meters = mp } }
@@ -115,6 +123,7 @@ func WithRESTMapper(m meta.ResettableRESTMapper) Option { return func(w *Watcher
 
 // A Watcher watches the API server and publishes change events.
 type Watcher struct {
+	crashFile    string // see WithCrashFile
 	dynamic      dynamic.Interface
 	metadata     metadata.Interface
 	mapper       meta.ResettableRESTMapper
