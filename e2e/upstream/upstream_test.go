@@ -58,8 +58,9 @@ type upstreamNotFound struct{}
 func (upstreamNotFound) String() string { return "NotFound" }
 
 // TestUpstream runs the cases of Crossplane v1.20.11's own end-to-end suite
-// for API extensions (test/e2e/apiextensions_test.go and
-// xrd_validation_test.go) against Loom, with upstream's manifests read from
+// for API extensions (test/e2e/apiextensions_test.go,
+// xrd_validation_test.go and comp_schema_validation_test.go) against Loom,
+// with upstream's manifests read from
 // the github.com/crossplane/crossplane module (downloaded from the module
 // proxy in the test's setup) and changed in code only where Loom replaces
 // Crossplane's package manager:
@@ -85,9 +86,6 @@ func (upstreamNotFound) String() string { return "NotFound" }
 //
 // Upstream cases left out, and why:
 //
-//   - TestCompositionValidation (comp_schema_validation_test.go): it needs
-//     Crossplane's validating webhook for Compositions, which Loom does not
-//     serve yet (issue 20, admission).
 //   - TestUsageStandalone and TestUsageComposition (usage_test.go): they
 //     need Usage (apiextensions.crossplane.io/v1beta1) and its webhook,
 //     which Loom does not serve yet (issue 20, Usage).
@@ -306,6 +304,34 @@ func TestUpstream(t *testing.T) {
 					c.haveFieldValueWithin(time.Minute, "xr.yaml", "spec.claimRef.name", "bind-existing-xr"))
 				c.step(t, "XRFieldChangesToClaimValue",
 					c.haveFieldValueWithin(time.Minute, "xr.yaml", "spec.coolField", "Set by claim"))
+			},
+		},
+		{
+			name:      "TestCompositionValidation",
+			manifests: "composition/validation",
+			run: func(t *testing.T, c *upstreamRun) {
+				c.teardown(t, func() error {
+					return errors.Join(c.delete("*-valid.yaml")(), c.deletedWithin(30*time.Second, "*-valid.yaml")())
+				}, c.deletePrerequisites())
+				c.step(t, "CreatePrerequisites", c.prerequisites(true)...)
+				// A valid Composition should be created when validated in strict mode.
+				c.step(t, "ValidCompositionIsAcceptedStrictMode",
+					c.apply("composition-valid.yaml"),
+					c.createdWithin(30*time.Second, "composition-valid.yaml"))
+				// A valid Composition defining a valid ToJson String
+				// transform should be created when validated in strict mode.
+				c.step(t, "ValidCompositionWithAToJsonTransformIsAcceptedStrictMode",
+					c.apply("composition-transform-tojson-valid.yaml"),
+					c.createdWithin(30*time.Second, "composition-transform-tojson-valid.yaml"))
+				// An invalid Composition should be rejected when validated in strict mode.
+				c.step(t, "InvalidCompositionIsRejectedStrictMode", c.failToApply("composition-invalid.yaml"))
+				// An invalid Composition should be accepted when validated in warn mode.
+				c.step(t, "InvalidCompositionIsAcceptedWarnMode",
+					c.apply("composition-warn-valid.yaml"),
+					c.createdWithin(30*time.Second, "composition-warn-valid.yaml"))
+				// A Composition that updates immutable fields should be
+				// rejected when validated in strict mode.
+				c.step(t, "ImmutableCompositionFieldUpdateIsRejectedStrictMode", c.failToApply("composition-invalid-immutable.yaml"))
 			},
 		},
 		{

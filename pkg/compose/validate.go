@@ -321,3 +321,112 @@ func TransformIOTypeOf(t v1.TransformIOType) (v1.TransformIOType, bool) {
 	}
 	return "", false
 }
+
+// JSON types of values, as TypeOf names them, for reasoning about
+// transforms without values.
+const (
+	jsonString  = "string"
+	jsonInteger = "integer"
+	jsonNumber  = "number"
+	jsonBoolean = "boolean"
+	jsonObject  = "object"
+	jsonArray   = "array"
+)
+
+// TransformOutputType returns the JSON type (as TypeOf names them) a valid
+// transform outputs for an input of JSON type in, or "" when that cannot be
+// known without the value (map and match return what they were
+// configured with; an unknown input). It returns an error when the
+// transform refuses every input of type in, for example a math transform
+// given a string or a Join given an object. An empty in is an unknown
+// input: no error, and the output type when the transform alone decides it.
+func TransformOutputType(t v1.Transform, in string) (string, error) {
+	switch t.GetType() {
+	case v1.TransformTypeMap, v1.TransformTypeMatch:
+		if in != "" && in != jsonString {
+			return "", fmt.Errorf("input is %s, want a string", in)
+		}
+		return "", nil
+	case v1.TransformTypeMath:
+		switch in {
+		case jsonInteger, jsonNumber:
+			return in, nil
+		case "":
+			return "", nil
+		}
+		return "", fmt.Errorf("input is %s, want a number", in)
+	case v1.TransformTypeString:
+		return stringOutputType(t.String, in)
+	case v1.TransformTypeConvert:
+		return convertOutputType(t.Convert, in)
+	}
+	return "", nil
+}
+
+func stringOutputType(s *v1.StringTransform, in string) (string, error) {
+	if s == nil || in == "" {
+		return jsonString, nil
+	}
+	switch s.GetType() { //nolint:exhaustive // Format and Replace take any input.
+	case v1.StringTransformTypeJoin:
+		if in != jsonArray {
+			return "", fmt.Errorf("input is %s, want an array", in)
+		}
+	case v1.StringTransformTypeRegexp, v1.StringTransformTypeTrimPrefix, v1.StringTransformTypeTrimSuffix:
+		if in != jsonString {
+			return "", fmt.Errorf("input is %s, want a string", in)
+		}
+	case v1.StringTransformTypeConvert:
+		if s.Convert == nil {
+			break
+		}
+		switch *s.Convert { //nolint:exhaustive // The others take any input.
+		case v1.StringConversionTypeToUpper, v1.StringConversionTypeToLower, v1.StringConversionTypeToBase64, v1.StringConversionTypeFromBase64:
+			if in != jsonString {
+				return "", fmt.Errorf("input is %s, want a string for conversion %s", in, *s.Convert)
+			}
+		}
+	}
+	return jsonString, nil
+}
+
+// convertJSONType is the JSON type of a convert transform's toType.
+var convertJSONType = map[v1.TransformIOType]string{ //nolint:gochecknoglobals // Treated as a constant.
+	v1.TransformIOTypeString: jsonString, v1.TransformIOTypeBool: jsonBoolean, v1.TransformIOTypeInt64: jsonInteger,
+	v1.TransformIOTypeFloat64: jsonNumber, v1.TransformIOTypeObject: jsonObject, v1.TransformIOTypeArray: jsonArray,
+}
+
+func convertOutputType(c *v1.ConvertTransform, in string) (string, error) {
+	if c == nil {
+		return "", nil
+	}
+	to, ok := TransformIOTypeOf(c.ToType)
+	if !ok {
+		return "", nil
+	}
+	out := convertJSONType[to]
+	if in == "" || in == out && c.GetFormat() == v1.ConvertTransformFormatNone {
+		return out, nil
+	}
+	format := c.GetFormat()
+	supported := false
+	switch in {
+	case jsonString:
+		switch format { //nolint:exhaustive // Unknown formats are ValidateTransform's.
+		case v1.ConvertTransformFormatNone:
+			supported = out == jsonInteger || out == jsonBoolean || out == jsonNumber
+		case v1.ConvertTransformFormatQuantity:
+			supported = out == jsonNumber
+		case v1.ConvertTransformFormatJSON:
+			supported = out == jsonObject || out == jsonArray
+		}
+	case jsonBoolean:
+		supported = format == v1.ConvertTransformFormatNone && (out == jsonString || out == jsonInteger || out == jsonNumber)
+	case jsonInteger, jsonNumber:
+		supported = format == v1.ConvertTransformFormatNone && (out == jsonString || out == jsonBoolean || out == jsonInteger || out == jsonNumber)
+	}
+	if !supported {
+		return "", fmt.Errorf("conversion from %s to %s is not supported with format %s", in, c.ToType, format)
+	}
+	return out, nil
+}

@@ -114,3 +114,35 @@ func TestValidateTransform(t *testing.T) {
 		})
 	}
 }
+
+func TestTransformOutputType(t *testing.T) {
+	conv := func(c v1.StringConversionType) *v1.StringConversionType { return &c }
+	mul := int64(2)
+	cases := map[string]struct {
+		reason  string
+		t       v1.Transform
+		in      string
+		want    string
+		wantErr bool
+	}{
+		"MathInteger":    {reason: "Math keeps an integer an integer.", t: v1.Transform{Math: &v1.MathTransform{Multiply: &mul}}, in: "integer", want: "integer"},
+		"MathString":     {reason: "Math refuses a string.", t: v1.Transform{Math: &v1.MathTransform{Multiply: &mul}}, in: "string", wantErr: true},
+		"MapUnknown":     {reason: "A map's output cannot be known.", t: v1.Transform{Map: &v1.MapTransform{}}, in: "string", want: ""},
+		"ToJson":         {reason: "ToJson turns anything into a string.", t: v1.Transform{String: &v1.StringTransform{Type: v1.StringTransformTypeConvert, Convert: conv(v1.StringConversionTypeToJSON)}}, in: "object", want: "string"},
+		"ToUpperObject":  {reason: "ToUpper wants a string.", t: v1.Transform{String: &v1.StringTransform{Type: v1.StringTransformTypeConvert, Convert: conv(v1.StringConversionTypeToUpper)}}, in: "object", wantErr: true},
+		"ConvertInt":     {reason: "A string converts to an integer.", t: v1.Transform{Convert: &v1.ConvertTransform{ToType: "int"}}, in: "string", want: "integer"},
+		"ConvertObject":  {reason: "An object converts to nothing.", t: v1.Transform{Convert: &v1.ConvertTransform{ToType: "string"}}, in: "object", wantErr: true},
+		"ConvertUnknown": {reason: "An unknown input gives the toType.", t: v1.Transform{Convert: &v1.ConvertTransform{ToType: "bool"}}, want: "boolean"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := TransformOutputType(tc.t, tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("%s\nerror: want %t, got %v", tc.reason, tc.wantErr, err)
+			}
+			if got != tc.want {
+				t.Errorf("%s\nwant %q, got %q", tc.reason, tc.want, got)
+			}
+		})
+	}
+}

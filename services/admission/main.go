@@ -22,6 +22,9 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+
+	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	"github.com/loomxr/loom/pkg/service"
 	"github.com/loomxr/loom/services/admission/internal/composition"
@@ -52,14 +55,28 @@ func main() {
 
 // run wires the component from the parsed flags and runs it until ctx ends.
 func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
+	rc := f.kube.Config(rt.REST)
+	ext, err := clientset.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("cannot create the CustomResourceDefinition client: %w", err)
+	}
+	crds, err := composition.NewCRDIndex(ext)
+	if err != nil {
+		return err
+	}
+	go crds.Run(ctx)
+
 	srv := webhook.NewServer(f.webhookAddr, f.certFile, f.keyFile, rt.Log)
-	srv.Handle(composition.Path, webhook.Handler(composition.NewValidator(), rt.Log))
+	srv.Handle(composition.Path, webhook.Handler(composition.NewValidator(crds), rt.Log))
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
 	rt.AddReadinessCheck("webhooks", func(context.Context) error {
-		if srv.Addr() == "" {
+		switch {
+		case srv.Addr() == "":
 			return errors.New("not serving webhooks yet")
+		case !crds.Synced():
+			return errors.New("CustomResourceDefinitions not listed yet")
 		}
 		return nil
 	})
