@@ -79,6 +79,7 @@ func TestChartAdmission(t *testing.T) {
 	// trusting the generated CA.
 	want := map[string]string{
 		"compositions.apiextensions.crossplane.io": "/validate-apiextensions-crossplane-io-v1-composition",
+		"nousages.apiextensions.crossplane.io":     "/validate-no-usages",
 	}
 	got := map[string]string{}
 	for _, name := range chartNames(objs, "ValidatingWebhookConfiguration") {

@@ -672,8 +672,8 @@ func TestChartRBACOptions(t *testing.T) {
 			}
 		}
 	}
-	if len(kept) != 6 {
-		t.Errorf("files/rbac/xrd-roles.yaml holds %d ClusterRoles, want 6: %v", len(kept), kept)
+	if len(kept) != 7 {
+		t.Errorf("files/rbac/xrd-roles.yaml holds %d ClusterRoles, want 7: %v", len(kept), kept)
 	}
 	// Escalate and bind: the RBAC manager alone, escalate only on those
 	// names, never bind.

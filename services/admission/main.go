@@ -26,8 +26,10 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
+	"github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/service"
 	"github.com/loomxr/loom/services/admission/internal/composition"
+	"github.com/loomxr/loom/services/admission/internal/usage"
 	"github.com/loomxr/loom/services/admission/internal/webhook"
 )
 
@@ -66,8 +68,26 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	}
 	go crds.Run(ctx)
 
+	kc, err := kube.NewClients(rc)
+	if err != nil {
+		return err
+	}
+	objects := kube.NewResources(kc.Dynamic, kc.Mapper)
+	usages, err := usage.NewIndex(kc.Dynamic)
+	if err != nil {
+		return err
+	}
+	go usages.Run(ctx)
+	ctrl := usage.NewController(usages, usage.NewReconciler(objects, usages, rt.Log.With("controller", "usage")), 2, rt.Log)
+	go func() {
+		if err := ctrl.Run(ctx); err != nil {
+			rt.Log.Error("the Usage controller stopped", "err", err)
+		}
+	}()
+
 	srv := webhook.NewServer(f.webhookAddr, f.certFile, f.keyFile, rt.Log)
 	srv.Handle(composition.Path, webhook.Handler(composition.NewValidator(crds), rt.Log))
+	srv.Handle(usage.Path, webhook.Handler(usage.NewValidator(usages, objects, rt.Log.With("webhook", "no-usages")), rt.Log))
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
@@ -77,6 +97,8 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 			return errors.New("not serving webhooks yet")
 		case !crds.Synced():
 			return errors.New("CustomResourceDefinitions not listed yet")
+		case !usages.Synced():
+			return errors.New("usages not listed yet")
 		}
 		return nil
 	})
