@@ -15,7 +15,7 @@ TOOLS    := $(CACHE)/tools
 # The go.work modules. tools/ is a module of its own outside go.work (its
 # replace block mirrors k8s.io/kubernetes's and must not steer the services'
 # dependencies): the targets below run it with GOWORK=off.
-MODULES  := proto pkg services/watcher services/renderer services/binder services/secrets services/rbac-manager cmd/loomctl e2e
+MODULES  := proto pkg services/watcher services/renderer services/binder services/secrets services/rbac-manager services/admission cmd/loomctl e2e
 TOOLS_MODULE := tools
 
 # Kubernetes release the local control plane is built from: written once, as
@@ -35,7 +35,7 @@ CROSSPLANE         := $(CROSSPLANE_DIR)/crossplane
 export LOOM_CROSSPLANE_DIR := $(CROSSPLANE_DIR)
 
 # Binaries of Loom itself and of the test provider.
-SERVICES := watcher renderer binder secrets rbac-manager
+SERVICES := watcher renderer binder secrets rbac-manager admission
 LOOM_BINS := $(addprefix $(BIN)/,$(SERVICES)) $(BIN)/loomctl $(BIN)/provider-nop
 
 export LOOM_BIN_DIR := $(BIN)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -160,16 +161,18 @@ func TestChartDefaults(t *testing.T) {
 	objs := renderChart(t)
 	svcNames := []string{"loom-binder", "loom-renderer", "loom-secrets", "loom-watcher"}
 	// The RBAC manager has a Deployment and a ServiceAccount, and no Service
-	// or disruption budget (one replica, no traffic).
-	withManager := []string{"loom-binder", "loom-rbac-manager", "loom-renderer", "loom-secrets", "loom-watcher"}
+	// or disruption budget (one replica, no traffic); the admission
+	// component a Service for its webhooks.
+	withManager := []string{"loom-admission", "loom-binder", "loom-rbac-manager", "loom-renderer", "loom-secrets", "loom-watcher"}
 	for kind, want := range map[string][]string{
 		"Deployment":          withManager,
 		"ServiceAccount":      withManager,
-		"Service":             svcNames,
+		"Service":             append([]string{"loom-admission"}, svcNames...),
 		"PodDisruptionBudget": svcNames,
 		"ConfigMap":           {"loom-dashboard"},
-		// The certificates of the channel of connection details.
-		"Secret": {"loom-renderer-grpc", "loom-secrets-grpc"},
+		// The certificates of the admission webhooks and of the channel of
+		// connection details.
+		"Secret": {"loom-admission-tls", "loom-renderer-grpc", "loom-secrets-grpc"},
 		// Opt-in, or only with autoscaling.
 		"HorizontalPodAutoscaler": nil,
 		"ServiceMonitor":          nil,
@@ -669,8 +672,8 @@ func TestChartRBACOptions(t *testing.T) {
 			}
 		}
 	}
-	if len(kept) != 6 {
-		t.Errorf("files/rbac/xrd-roles.yaml holds %d ClusterRoles, want 6: %v", len(kept), kept)
+	if len(kept) != 7 {
+		t.Errorf("files/rbac/xrd-roles.yaml holds %d ClusterRoles, want 7: %v", len(kept), kept)
 	}
 	// Escalate and bind: the RBAC manager alone, escalate only on those
 	// names, never bind.
@@ -1026,7 +1029,9 @@ func TestChartConnectionDetails(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			objs := renderChart(t, tc.args...)
-			if diff := cmp.Diff(tc.want.secrets, chartNames(objs, "Secret")); diff != "" {
+			// The admission component's certificate is TestChartAdmission's.
+			secrets := slices.DeleteFunc(chartNames(objs, "Secret"), func(n string) bool { return n == "loom-admission-tls" })
+			if diff := cmp.Diff(tc.want.secrets, secrets, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\nSecrets: -want, +got:\n%s", tc.reason, diff)
 			}
 			var r appsv1.Deployment

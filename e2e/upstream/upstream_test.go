@@ -58,8 +58,10 @@ type upstreamNotFound struct{}
 func (upstreamNotFound) String() string { return "NotFound" }
 
 // TestUpstream runs the cases of Crossplane v1.20.11's own end-to-end suite
-// for API extensions (test/e2e/apiextensions_test.go and
-// xrd_validation_test.go) against Loom, with upstream's manifests read from
+// for API extensions (test/e2e/apiextensions_test.go,
+// xrd_validation_test.go, comp_schema_validation_test.go and
+// usage_test.go) against Loom,
+// with upstream's manifests read from
 // the github.com/crossplane/crossplane module (downloaded from the module
 // proxy in the test's setup) and changed in code only where Loom replaces
 // Crossplane's package manager:
@@ -85,12 +87,6 @@ func (upstreamNotFound) String() string { return "NotFound" }
 //
 // Upstream cases left out, and why:
 //
-//   - TestCompositionValidation (comp_schema_validation_test.go): it needs
-//     Crossplane's validating webhook for Compositions, which Loom does not
-//     serve yet (issue 20, admission).
-//   - TestUsageStandalone and TestUsageComposition (usage_test.go): they
-//     need Usage (apiextensions.crossplane.io/v1beta1) and its webhook,
-//     which Loom does not serve yet (issue 20, Usage).
 //   - The manifests in apiextensions/environment: no test of v1.20.11 uses
 //     them (they belong to the EnvironmentConfig tests upstream removed), so
 //     there is nothing upstream asserts to compare with.
@@ -309,6 +305,34 @@ func TestUpstream(t *testing.T) {
 			},
 		},
 		{
+			name:      "TestCompositionValidation",
+			manifests: "composition/validation",
+			run: func(t *testing.T, c *upstreamRun) {
+				c.teardown(t, func() error {
+					return errors.Join(c.delete("*-valid.yaml")(), c.deletedWithin(30*time.Second, "*-valid.yaml")())
+				}, c.deletePrerequisites())
+				c.step(t, "CreatePrerequisites", c.prerequisites(true)...)
+				// A valid Composition should be created when validated in strict mode.
+				c.step(t, "ValidCompositionIsAcceptedStrictMode",
+					c.apply("composition-valid.yaml"),
+					c.createdWithin(30*time.Second, "composition-valid.yaml"))
+				// A valid Composition defining a valid ToJson String
+				// transform should be created when validated in strict mode.
+				c.step(t, "ValidCompositionWithAToJsonTransformIsAcceptedStrictMode",
+					c.apply("composition-transform-tojson-valid.yaml"),
+					c.createdWithin(30*time.Second, "composition-transform-tojson-valid.yaml"))
+				// An invalid Composition should be rejected when validated in strict mode.
+				c.step(t, "InvalidCompositionIsRejectedStrictMode", c.failToApply("composition-invalid.yaml"))
+				// An invalid Composition should be accepted when validated in warn mode.
+				c.step(t, "InvalidCompositionIsAcceptedWarnMode",
+					c.apply("composition-warn-valid.yaml"),
+					c.createdWithin(30*time.Second, "composition-warn-valid.yaml"))
+				// A Composition that updates immutable fields should be
+				// rejected when validated in strict mode.
+				c.step(t, "ImmutableCompositionFieldUpdateIsRejectedStrictMode", c.failToApply("composition-invalid-immutable.yaml"))
+			},
+		},
+		{
 			name:      "TestXRDValidation",
 			manifests: "xrd/validation",
 			run: func(t *testing.T, c *upstreamRun) {
@@ -331,6 +355,91 @@ func TestUpstream(t *testing.T) {
 				c.step(t, "ImmutableXRDFieldUpdateIsRejected", c.failToApply("xrd-immutable-updated.yaml"))
 				// An invalid XRD should be rejected.
 				c.step(t, "InvalidXRDIsRejected", c.failToApply("xrd-invalid.yaml"))
+			},
+		},
+		{
+			name:      "TestUsageStandalone",
+			manifests: "usage/standalone",
+			run: func(t *testing.T, c *upstreamRun) {
+				c.teardown(t, c.deleteSetup())
+				c.step(t, "PrerequisitesAreCreated",
+					c.apply("setup/*.yaml"),
+					c.createdWithin(30*time.Second, "setup/*.yaml"),
+					c.providerReadyWithin(2*time.Minute))
+				// Deletion of a (used) resource should be blocked if
+				// there is a Usage relation with a using resource defined.
+				c.step(t, "UsageBlockedByUsingResource",
+					// Create using and used managed resources together with a usage.
+					c.apply("with-by/*.yaml"),
+					c.createdWithin(30*time.Second, "with-by/*.yaml"),
+					c.haveConditionWithin(time.Minute, "with-by/usage.yaml", upstreamAvailable),
+					// Deletion of used resource should be blocked by usage.
+					c.deletionBlockedByUsageWebhook("with-by/used.yaml"),
+					// Deletion of using resource should clear usage.
+					c.delete("with-by/using.yaml"),
+					c.deletedWithin(30*time.Second, "with-by/using.yaml"),
+					c.deletedWithin(30*time.Second, "with-by/usage.yaml"),
+					// replayDeletion: the used resource's deletion is
+					// replayed after the usage is cleared.
+					c.deletedWithin(time.Minute, "with-by/used.yaml"))
+				// Deletion of a (protected) resource should be blocked if
+				// there is a Usage with a reason defined.
+				c.step(t, "UsageBlockedWithReason",
+					c.apply("with-reason/*.yaml"),
+					c.createdWithin(30*time.Second, "with-reason/*.yaml"),
+					c.haveConditionWithin(time.Minute, "with-reason/usage.yaml", upstreamAvailable),
+					c.deletionBlockedByUsageWebhook("with-reason/used.yaml"),
+					// Deletion of usage should clear usage.
+					c.delete("with-reason/usage.yaml"),
+					c.deletedWithin(30*time.Second, "with-reason/usage.yaml"),
+					// Deletion of protected resource should be allowed after usage is cleared.
+					c.delete("with-reason/used.yaml"),
+					c.deletedWithin(30*time.Second, "with-reason/used.yaml"))
+			},
+		},
+		{
+			name:      "TestUsageComposition",
+			manifests: "usage/composition",
+			run: func(t *testing.T, c *upstreamRun) {
+				used := func(o *unstructured.Unstructured) bool { return o.GetLabels()["usage"] == "used" }
+				c.teardown(t, c.deleteSetup())
+				c.step(t, "PrerequisitesAreCreated", c.prerequisites(true)...)
+				c.step(t, "ClaimCreatedAndReady",
+					c.apply("claim.yaml"),
+					c.createdWithin(30*time.Second, "claim.yaml"),
+					c.haveConditionWithin(5*time.Minute, "claim.yaml", upstreamAvailable))
+				c.step(t, "UsedResourceHasInUseLabel",
+					c.composedMatchingHaveFieldValueWithin(time.Minute, "claim.yaml", "metadata.labels[crossplane.io/in-use]", "true", used))
+				c.step(t, "UsageResourceIsInInitialVersion",
+					c.composedMatchingHaveFieldValueWithin(time.Minute, "claim.yaml", "metadata.annotations[crossplane.io/composition-resource-name]", "usage-resource",
+						func(o *unstructured.Unstructured) bool { return o.GetLabels()["version"] == "initial" }))
+				c.step(t, "UpdateCompositionWithNewUsage", c.apply("composition-updated.yaml"))
+				c.step(t, "OldUsageIsGoneNewOneIsComposed",
+					c.listedDeletedWithin(2*time.Minute, upstreamUsages, "version=initial"),
+					c.composedMatchingHaveFieldValueWithin(time.Minute, "claim.yaml", "metadata.annotations[crossplane.io/composition-resource-name]", "usage-resource-updated",
+						func(o *unstructured.Unstructured) bool { return o.GetLabels()["version"] == "updated" }))
+				c.step(t, "ClaimDeleted",
+					c.delete("claim.yaml"),
+					c.deletedWithin(time.Minute, "claim.yaml"))
+				// The claim is gone and the garbage collector deletes the
+				// composed resources; the using resource's finalizer keeps
+				// it, so the used resource's deletion stays blocked.
+				c.step(t, "OthersDeletedExceptUsed",
+					// The using resource is being deleted by the garbage collector.
+					c.listedValidatedWithin(time.Minute, upstreamNops, 1, "usage=using",
+						func(o *unstructured.Unstructured) bool { return o.GetDeletionTimestamp() != nil }),
+					// The Usage is not: the using resource owns it.
+					c.listedValidatedWithin(time.Minute, upstreamUsages, 1, "",
+						func(o *unstructured.Unstructured) bool { return o.GetDeletionTimestamp() == nil }),
+					// Nor is the used resource: it is still in use.
+					c.listedValidatedWithin(time.Minute, upstreamNops, 1, "usage=used",
+						func(o *unstructured.Unstructured) bool { return o.GetDeletionTimestamp() == nil }))
+				c.step(t, "UsingDeletedAllGone",
+					// Remove the finalizer from the using resource.
+					c.listedModifiedWith(upstreamNops, 1, "usage=using", func(o *unstructured.Unstructured) { o.SetFinalizers(nil) }),
+					// All composed resources, the Usage included, are deleted.
+					c.listedDeletedWithin(2*time.Minute, upstreamNops, ""),
+					c.listedDeletedWithin(2*time.Minute, upstreamUsages, ""))
 			},
 		},
 	}
@@ -821,6 +930,16 @@ func (c *upstreamRun) compositeHasFieldValueWithin(d time.Duration, claimFile, p
 // resource of kind gk that the XR of the claim of file references has want
 // at path, and there is at least one.
 func (c *upstreamRun) composedHaveFieldValueWithin(d time.Duration, file, path string, want any, gk schema.GroupKind) func() error {
+	return c.composedMatchingHaveFieldValueWithin(d, file, path, want, func(o *unstructured.Unstructured) bool {
+		return o.GroupVersionKind().GroupKind() == gk
+	})
+}
+
+// composedMatchingHaveFieldValueWithin is upstream's
+// ComposedResourcesHaveFieldValueWithin: every composed resource that the
+// XR of the claim of file references and that filter accepts (live) has
+// want at path, and there is at least one.
+func (c *upstreamRun) composedMatchingHaveFieldValueWithin(d time.Duration, file, path string, want any, filter func(*unstructured.Unstructured) bool) func() error {
 	return func() error {
 		return upstreamPoll(d, func() error {
 			xr, err := c.compositeOf(file)
@@ -832,15 +951,15 @@ func (c *upstreamRun) composedHaveFieldValueWithin(d time.Duration, file, path s
 			for _, r := range refs {
 				m, _ := r.(map[string]any)
 				ref := &unstructured.Unstructured{Object: map[string]any{"apiVersion": m["apiVersion"], "kind": m["kind"], "metadata": map[string]any{"name": m["name"]}}}
-				if ref.GroupVersionKind().GroupKind() != gk {
-					continue
-				}
 				if ns, _ := m["namespace"].(string); ns != "" {
 					ref.SetNamespace(ns)
 				}
 				live, err := c.get(ref)
 				if err != nil {
 					return err
+				}
+				if !filter(live) {
+					continue
 				}
 				if err := hasFieldValue(live, path, want); err != nil {
 					return fmt.Errorf("%s %q: %w", live.GetKind(), live.GetName(), err)
@@ -1044,4 +1163,126 @@ func upstreamConsistently(d time.Duration, f func() error) error {
 		<-tick.C
 	}
 	return nil
+}
+
+// The kinds upstream's Usage tests list: Usages as
+// apiextensions.crossplane.io/v1alpha1 (usage_test.go's usageList) and
+// NopResources (apiextensions_test.go's nopList).
+var (
+	upstreamUsages = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1alpha1", Kind: "Usage"} //nolint:gochecknoglobals // Treated as a constant.
+	upstreamNops   = schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}     //nolint:gochecknoglobals // Treated as a constant.
+)
+
+// deleteSetup is the DeletePrerequisites teardown of upstream's Usage
+// tests: setup/*.yaml deleted and gone within 3 minutes; then, as
+// deletePrerequisites, the CRDs of its XRDs gone too.
+func (c *upstreamRun) deleteSetup() func() error {
+	return func() error {
+		return errors.Join(c.delete("setup/*.yaml")(), c.deletedWithin(3*time.Minute, "setup/*.yaml")(), c.definitionsGone(time.Minute, "setup/*.yaml")())
+	}
+}
+
+// deletionBlockedByUsageWebhook is upstream's DeletionBlockedByUsageWebhook:
+// deleting the objects of pattern fails, with the error of the webhook
+// nousages.apiextensions.crossplane.io.
+func (c *upstreamRun) deletionBlockedByUsageWebhook(pattern string) func() error {
+	return func() error {
+		err := c.delete(pattern)()
+		if err == nil {
+			return errors.New("expected the usage webhook to deny the request but deletion succeeded")
+		}
+		if !strings.Contains(err.Error(), `admission webhook "nousages.apiextensions.crossplane.io" denied the request`) {
+			return fmt.Errorf("expected the usage webhook to deny the request but it failed with err: %w", err)
+		}
+		return nil
+	}
+}
+
+// list lists the objects of gvk matching the label selector sel ("" for
+// all).
+func (c *upstreamRun) list(gvk schema.GroupVersionKind, sel string) ([]unstructured.Unstructured, error) {
+	o := &unstructured.Unstructured{}
+	o.SetGroupVersionKind(gvk)
+	ri, err := c.env.Resource(o)
+	if err != nil {
+		return nil, err
+	}
+	l, err := ri.List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// listedDeletedWithin is upstream's ListedResourcesDeletedWithin: the
+// objects of gvk matching sel, as listed now, are gone within d.
+func (c *upstreamRun) listedDeletedWithin(d time.Duration, gvk schema.GroupVersionKind, sel string) func() error {
+	return func() error {
+		items, err := c.list(gvk, sel)
+		if err != nil {
+			return err
+		}
+		return upstreamPoll(d, func() error {
+			for i := range items {
+				_, err := c.get(&items[i])
+				if err == nil {
+					return fmt.Errorf("%s %q still exists", items[i].GetKind(), items[i].GetName())
+				}
+				if !kerrors.IsNotFound(err) {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// listedValidatedWithin is upstream's ListedResourcesValidatedWithin: at
+// least n objects of gvk matching sel pass validate within d.
+func (c *upstreamRun) listedValidatedWithin(d time.Duration, gvk schema.GroupVersionKind, n int, sel string, validate func(*unstructured.Unstructured) bool) func() error {
+	return func() error {
+		return upstreamPoll(d, func() error {
+			items, err := c.list(gvk, sel)
+			if err != nil {
+				return err
+			}
+			found := 0
+			for i := range items {
+				if validate(&items[i]) {
+					found++
+				}
+			}
+			if found < n {
+				return fmt.Errorf("%d of %d %s matching %q pass, want at least %d", found, len(items), gvk.Kind, sel, n)
+			}
+			return nil
+		})
+	}
+}
+
+// listedModifiedWith is upstream's ListedResourcesModifiedWith: every
+// object of gvk matching sel is updated with modify, and there are at
+// least n.
+func (c *upstreamRun) listedModifiedWith(gvk schema.GroupVersionKind, n int, sel string, modify func(*unstructured.Unstructured)) func() error {
+	return func() error {
+		items, err := c.list(gvk, sel)
+		if err != nil {
+			return err
+		}
+		for i := range items {
+			o := &items[i]
+			modify(o)
+			ri, err := c.env.Resource(o)
+			if err != nil {
+				return err
+			}
+			if _, err := ri.Update(context.Background(), o, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("cannot update %s %q: %w", o.GetKind(), o.GetName(), err)
+			}
+		}
+		if len(items) < n {
+			return fmt.Errorf("expected minimum %d resources to be modified, found %d", n, len(items))
+		}
+		return nil
+	}
 }

@@ -191,6 +191,7 @@ func TestGeneratedCRDsLoad(t *testing.T) {
 		"apiextensions.crossplane.io/Composition",
 		"apiextensions.crossplane.io/CompositionRevision",
 		"apiextensions.crossplane.io/EnvironmentConfig",
+		"apiextensions.crossplane.io/Usage",
 		"loom.dev/Function",
 		"loom.dev/ReferenceRule",
 	}
@@ -237,6 +238,9 @@ func TestCRDsMatchUpstream(t *testing.T) {
 		},
 		"apiextensions.crossplane.io/EnvironmentConfig": {
 			reason: "The EnvironmentConfig CRD is Crossplane v1.20's.",
+		},
+		"apiextensions.crossplane.io/Usage": {
+			reason: "The Usage CRD is Crossplane v1.20's.",
 		},
 	}
 	upstream := readCRDs(t, upstreamDir)

@@ -53,8 +53,8 @@
 // # Processes
 //
 // Every entry of Options.Services is a binary <BinDir>/<name> (the four
-// Loom services, rbac-manager, and provider-nop, the test provider; the
-// last two accept the NATS flags and ignore them). The stack runs
+// Loom services, rbac-manager, admission, and provider-nop, the test
+// provider; the last three accept the NATS flags and ignore them). The stack runs
 // Options.Replicas[name] replicas (default 1) of each, as
 //
 //	<BinDir>/<name> --kubeconfig=<StateDir>/kubeconfigs/loom-<name>.kubeconfig \
@@ -75,6 +75,16 @@
 // (LOOM_RENDERER_SECRETS_ENDPOINT, used round robin, and the
 // LOOM_RENDERER_SECRETS_* files). Options.Env may override any of them;
 // an empty LOOM_RENDERER_SECRETS_ENDPOINT turns the channel off.
+//
+// The admission component serves validating webhooks. The stack issues a
+// CA of its own and a serving certificate for 127.0.0.1 only
+// (pki/admission-webhook.*), gives each replica a loopback port
+// (LOOM_ADMISSION_WEBHOOK_ADDR and the LOOM_ADMISSION_TLS_* files), and,
+// once the replicas are ready, installs the webhook configurations of the
+// chart's files/admission/webhooks.yaml pointing at replica 0
+// (https://127.0.0.1:<port>/<path>) with that CA bundle, so that the
+// stack's kube-apiserver calls it. Against an existing cluster, whose API
+// server cannot reach a loopback address, no webhook is registered.
 //
 // # NATS
 //

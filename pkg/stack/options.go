@@ -23,8 +23,10 @@ const FieldManager = "loom-stack"
 
 // DefaultServices are the processes a stack runs unless Options.Services
 // says otherwise: Loom's four services, the RBAC manager (which grants the
-// services their rights on every XRD's kinds) and the test provider.
-var DefaultServices = []string{"watcher", "renderer", "binder", "secrets", "rbac-manager", "provider-nop"} //nolint:gochecknoglobals // Treated as a constant.
+// services their rights on every XRD's kinds), the admission component
+// (the validating webhooks of Compositions and Usages, and the Usage
+// controller) and the test provider.
+var DefaultServices = []string{"watcher", "renderer", "binder", "secrets", "rbac-manager", "admission", "provider-nop"} //nolint:gochecknoglobals // Treated as a constant.
 
 // Options configure Start. The zero value starts a complete local stack for
 // the checkout containing the working directory.

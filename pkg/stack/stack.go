@@ -169,6 +169,10 @@ func (s *Stack) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	admission, err := s.prepareAdmission()
+	if err != nil {
+		return err
+	}
 	for _, svc := range s.opts.Services {
 		for i := range s.opts.replicas(svc) {
 			port, err := freePort()
@@ -191,7 +195,7 @@ func (s *Stack) startServices(ctx context.Context) error {
 				// NATS user. The renderer and the secrets service get the
 				// gRPC channel of connection details (secretsChannel).
 				Env: slices.Concat([]string{fmt.Sprintf("LOOM_BUS_REPLICAS=%d", s.BusReplicas())}, s.natsAuth.env(svc),
-					channel.env(svc, i), s.opts.mirrorEnv(), s.opts.Env),
+					channel.env(svc, i), admission.env(svc, i), s.opts.mirrorEnv(), s.opts.Env),
 				Echo:    s.opts.ServiceLog,
 				Restart: true,
 			})
@@ -212,7 +216,7 @@ func (s *Stack) startServices(ctx context.Context) error {
 		}
 		s.logf("%s ready (pid %d, health %s)", r.name, r.p.pid(), r.addr)
 	}
-	return nil
+	return s.registerWebhooks(ctx, admission)
 }
 
 // run starts spec with the stack's log folder and progress output.

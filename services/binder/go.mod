@@ -7,6 +7,7 @@ replace (
 	github.com/loomxr/loom/e2e => ../../e2e
 	github.com/loomxr/loom/pkg => ../../pkg
 	github.com/loomxr/loom/proto => ../../proto
+	github.com/loomxr/loom/services/admission => ../../services/admission
 	github.com/loomxr/loom/services/rbac-manager => ../../services/rbac-manager
 	github.com/loomxr/loom/services/renderer => ../../services/renderer
 	github.com/loomxr/loom/services/secrets => ../../services/secrets

@@ -22,17 +22,18 @@ import (
 
 // Names of the ClusterRoles the RBAC manager keeps.
 const (
-	Watcher  = "loom:xrds:watcher"
-	Renderer = "loom:xrds:renderer"
-	Binder   = "loom:xrds:binder"
-	Secrets  = "loom:xrds:secrets" //nolint:gosec // A role name, not a credential.
-	Edit     = "loom:xrds:aggregate-to-edit"
-	View     = "loom:xrds:aggregate-to-view"
+	Watcher   = "loom:xrds:watcher"
+	Renderer  = "loom:xrds:renderer"
+	Binder    = "loom:xrds:binder"
+	Secrets   = "loom:xrds:secrets" //nolint:gosec // A role name, not a credential.
+	Admission = "loom:xrds:admission"
+	Edit      = "loom:xrds:aggregate-to-edit"
+	View      = "loom:xrds:aggregate-to-view"
 )
 
 // Names returns the names of every ClusterRole the RBAC manager keeps, in a
 // fixed order.
-func Names() []string { return []string{Watcher, Renderer, Binder, Secrets, Edit, View} }
+func Names() []string { return []string{Watcher, Renderer, Binder, Secrets, Admission, Edit, View} }
 
 // Verbs of the user-facing roles, as Crossplane's RBAC manager grants them
 // on an XRD's kinds: everything to editors (and admins), read to viewers.
@@ -78,6 +79,11 @@ var grants = []grant{ //nolint:gochecknoglobals // Treated as a constant.
 	{role: Secrets, sub: "status", verbs: []string{"get", "patch"}},
 	{role: Secrets, claim: true, verbs: []string{"get"}},
 	{role: Secrets, claim: true, sub: "status", verbs: []string{"get", "patch"}},
+
+	// XRs that Usages name (cluster-scoped, so never claims): read and
+	// selected by label; the in-use label and the refused deletion's
+	// annotation; the replayed deletion.
+	{role: Admission, verbs: []string{"get", "list", "patch", "delete"}},
 
 	// Users author claims in their namespaces with kubectl.
 	{role: Edit, claim: true, verbs: verbsEdit},

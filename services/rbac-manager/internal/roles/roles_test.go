@@ -54,6 +54,7 @@ func TestRules(t *testing.T) {
 		rule("a.org", []string{"get"}, "xdbs", "dbs"),
 		rule("a.org", []string{"get", "patch"}, "xdbs/status", "dbs/status"),
 	}
+	withClaim[Admission] = []rbacv1.PolicyRule{rule("a.org", []string{"get", "list", "patch", "delete"}, "xdbs")}
 	withClaim[Edit] = []rbacv1.PolicyRule{rule("a.org", []string{"*"}, "dbs", "dbs/status")}
 	withClaim[View] = []rbacv1.PolicyRule{rule("a.org", rwatch, "dbs", "dbs/status")}
 
@@ -71,6 +72,7 @@ func TestRules(t *testing.T) {
 		rule("b.org", []string{"get"}, "xbuckets"),
 		rule("b.org", []string{"get", "patch"}, "xbuckets/status"),
 	}
+	noClaim[Admission] = []rbacv1.PolicyRule{rule("b.org", []string{"get", "list", "patch", "delete"}, "xbuckets")}
 
 	sameGroup := empty()
 	sameGroup[Watcher] = []rbacv1.PolicyRule{rule("a.org", rwatch, "xas", "xbs", "bs")}
