@@ -18,7 +18,7 @@
 //  3. reads the composed resources of spec.resourceRefs (read path), records
 //     the Secrets they name with the tracker, then reads the connection
 //     Secrets the Composition needs (only those the tracker's cache says
-//     exist); for a Composition in mode Pipeline it reads the XR's staging
+//     exist, and each once per resourceVersion: see readSecret); for a Composition in mode Pipeline it reads the XR's staging
 //     Secret instead, which holds the connection details the functions
 //     returned (package staging), and the composed resources' Secrets are
 //     only tracked, so that their changes re-render the XR;
