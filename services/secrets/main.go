@@ -78,7 +78,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.memoSize, "memo-size", service.EnvInt("LOOM_SECRETS_MEMO_SIZE", secret.DefaultMemoSize),
 		"connection Secrets whose last write this replica remembers; beyond it the least recently used cost a read again (env LOOM_SECRETS_MEMO_SIZE)")
 	fs.IntVar(&f.xrMemoSize, "xr-memo-size", service.EnvInt("LOOM_SECRETS_XR_MEMO_SIZE", composite.DefaultMemoSize),
-		"XRs and claims whose last reported key conflicts, composed-resource templates and claim generations this replica remembers; beyond it the least recently used are read or reported again (env LOOM_SECRETS_XR_MEMO_SIZE)")
+		"XRs and claims whose last reported key conflicts, composed-resource templates and claim generations this replica remembers, and composed resources' connection Secrets it keeps as last read; beyond it the least recently used are read or reported again (env LOOM_SECRETS_XR_MEMO_SIZE)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_SECRETS_DEFINITION_TTL", definition.DefaultTTL),
 		"how long XRDs and Compositions are cached; a changed connectionSecretKeys applies within it (env LOOM_SECRETS_DEFINITION_TTL)")
 	fs.StringVar(&f.grpc.addr, "grpc-addr", os.Getenv("LOOM_SECRETS_GRPC_ADDR"),

@@ -80,10 +80,7 @@ var errDeleting = errors.New("claim is being deleted")
 var errNameTaken = errors.New("composite resource name taken")
 
 // Attempts at writing the generated name before giving up for this request.
-const (
-	maxNameAttempts = 10
-	maxBindAttempts = 5
-)
+const maxBindAttempts = 5
 
 // A Client reads and writes claims and composite resources.
 type Client interface {
@@ -224,7 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		return r.finalize(ctx, log, cm, d)
 	}
 
-	cm, err = r.bind(ctx, cm, d)
+	cm, generated, err := r.bind(ctx, cm, d)
 	if errors.Is(err, errDeleting) {
 		return r.finalize(ctx, log, cm, d)
 	}
@@ -234,17 +231,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	ref := ResourceRef(cm)
 	xrGVK := d.GetCompositeGroupVersionKind()
 
-	xr, err := r.client.Get(kitkube.Guarded(ctx), xrGVK, "", ref.Name)
-	if kerrors.IsNotFound(err) {
-		xr, err = nil, nil
-	}
-	if err != nil {
-		return r.fail(ctx, cm, nil, fmt.Errorf("cannot get composite resource %q: %w", ref.Name, err))
+	// An XR named a moment ago is created without a read first: no XR of
+	// that name is known (the read path could only ask the API server), and
+	// the create's AlreadyExists says if one exists after all.
+	var xr *unstructured.Unstructured
+	if !generated {
+		xr, err = r.client.Get(kitkube.Guarded(ctx), xrGVK, "", ref.Name)
+		if kerrors.IsNotFound(err) {
+			xr, err = nil, nil
+		}
+		if err != nil {
+			return r.fail(ctx, cm, nil, fmt.Errorf("cannot get composite resource %q: %w", ref.Name, err))
+		}
 	}
 
 	if xr != nil {
 		if other := ClaimRef(xr); other != nil && !BoundTo(xr, cm) {
-			return r.taken(ctx, log, cm, d, xr)
+			return r.taken(ctx, log, cm, xr)
 		}
 		if xr.GetDeletionTimestamp() != nil {
 			// The XR's deletion (or disappearance) brings us back, and we
@@ -258,7 +261,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	var taken *takenError
 	switch {
 	case errors.As(err, &taken):
-		return r.taken(ctx, log, cm, d, taken.xr)
+		return r.taken(ctx, log, cm, taken.xr)
 	case kerrors.IsConflict(err):
 		// The XR changed since we read it: read it again.
 		log.Debug("Conflict writing the composite resource; requeueing", "error", err)
@@ -342,55 +345,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 // bind makes sure cm names its XR and carries the finalizer: it generates a
 // name if there is none, and records it with an update that fails if cm is
 // stale. On conflict it re-reads cm and starts again; the winner's name then
-// stands.
-func (r *Reconciler) bind(ctx context.Context, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (*unstructured.Unstructured, error) {
+// stands. generated reports that the name cm now holds is one this call
+// generated and recorded.
+func (r *Reconciler) bind(ctx context.Context, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (_ *unstructured.Unstructured, generated bool, _ error) {
 	for range maxBindAttempts {
 		name := ""
 		if ResourceRef(cm) == nil {
-			n, err := r.generateName(ctx, cm, d)
-			if err != nil {
-				return cm, err
-			}
-			name = n
+			name = r.generateName(cm)
 		}
 		want, changed := Bind(cm, d, name)
 		if !changed {
-			return cm, nil
+			return cm, false, nil
 		}
 		got, err := r.client.Update(ctx, want)
 		if err == nil {
-			return got, nil
+			return got, name != "", nil
 		}
 		if !kerrors.IsConflict(err) {
-			return cm, fmt.Errorf("cannot record composite resource name %q in the claim's spec.resourceRef: %w", ResourceRef(want).Name, err)
+			return cm, false, fmt.Errorf("cannot record composite resource name %q in the claim's spec.resourceRef: %w", ResourceRef(want).Name, err)
 		}
 		// Another writer (perhaps another binder) changed the claim first.
 		fresh, gerr := r.client.Get(ctx, cm.GroupVersionKind(), cm.GetNamespace(), cm.GetName())
 		if gerr != nil {
-			return cm, fmt.Errorf("cannot get claim after a conflicting update: %w", gerr)
+			return cm, false, fmt.Errorf("cannot get claim after a conflicting update: %w", gerr)
 		}
 		cm = fresh
 		if cm.GetDeletionTimestamp() != nil {
-			return cm, errDeleting
+			return cm, false, errDeleting
 		}
 	}
-	return cm, fmt.Errorf("cannot record a composite resource name in the claim's spec.resourceRef: the claim kept changing (%d conflicts)", maxBindAttempts)
+	return cm, false, fmt.Errorf("cannot record a composite resource name in the claim's spec.resourceRef: the claim kept changing (%d conflicts)", maxBindAttempts)
 }
 
-// generateName returns a name "<claim>-xxxxx" that no XR of the XRD's kind
-// has right now.
-func (r *Reconciler) generateName(ctx context.Context, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (string, error) {
-	for range maxNameAttempts {
-		name := r.names.GenerateName(cm.GetName() + "-")
-		_, err := r.client.Get(ctx, d.GetCompositeGroupVersionKind(), "", name)
-		if kerrors.IsNotFound(err) {
-			return name, nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("cannot check whether composite resource name %q is free: %w", name, err)
-		}
-	}
-	return "", fmt.Errorf("cannot generate a name for a composite resource: %d names starting %q were taken", maxNameAttempts, cm.GetName()+"-")
+// generateName returns a new name "<claim>-xxxxx" for the claim's XR. Like
+// the API server's metadata.generateName it does not ask whether the name is
+// free: that would cost a read per claim (a name never seen is unknown to
+// the object mirror, so only a GET could tell) to avoid a collision that
+// five random characters make about one in fourteen million. The XR's
+// create tells instead: AlreadyExists from another claim's XR makes the
+// claim pick a new name (see taken).
+func (r *Reconciler) generateName(cm *unstructured.Unstructured) string {
+	return r.names.GenerateName(cm.GetName() + "-")
 }
 
 // syncComposite creates, binds or updates the XR so that it holds the
@@ -508,15 +503,12 @@ func (e *takenError) Unwrap() error { return errNameTaken }
 // can fix it (by changing the claim's resourceRef, which brings us back):
 // the claim's Synced condition says so, and nothing is retried. Either way
 // xr stays with its claim.
-func (r *Reconciler) taken(ctx context.Context, log *slog.Logger, cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinition, xr *unstructured.Unstructured) (reconcile.Result, error) {
+func (r *Reconciler) taken(ctx context.Context, log *slog.Logger, cm *unstructured.Unstructured, xr *unstructured.Unstructured) (reconcile.Result, error) {
 	cause := fmt.Errorf("refusing to bind to composite resource %q: bound to claim %q", xr.GetName(), ClaimRef(xr).String())
 	if !Generated(cm.GetName(), xr.GetName()) || condition.IsTrue(cm, common.TypeSynced) {
 		return r.refuse(ctx, cm, cause)
 	}
-	name, err := r.generateName(ctx, cm, d)
-	if err != nil {
-		return r.fail(ctx, cm, nil, err)
-	}
+	name := r.generateName(cm)
 	want := cm.DeepCopy()
 	if err := unstructured.SetNestedField(want.Object, name, "spec", "resourceRef", "name"); err != nil {
 		return r.fail(ctx, cm, nil, fmt.Errorf("cannot set the claim's spec.resourceRef.name: %w", err))

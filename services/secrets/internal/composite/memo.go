@@ -1,10 +1,17 @@
 package composite
 
 import (
+	"maps"
+	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/lru"
+
+	"github.com/loomxr/loom/pkg/mirror"
+	"github.com/loomxr/loom/services/secrets/internal/secret"
 )
 
 // DefaultMemoSize is how many XRs a replica's memos remember by default.
@@ -25,10 +32,15 @@ type memo struct {
 	templates *lru.Cache // types.UID to map[string]string, ref to template
 	// mu guards the maps templates holds.
 	mu sync.Mutex
+	// secrets holds the connection Secrets of composed resources (and the
+	// staging Secrets) as last read, by key, so that a Secret is read once
+	// per version: the tracker's informer tells, without a request, which
+	// version is current. Only the fields the reconciler reads are kept.
+	secrets *lru.Cache // secret.Key to *corev1.Secret
 }
 
 func newMemo(size int) *memo {
-	return &memo{conflicts: lru.New(size), templates: lru.New(size)}
+	return &memo{conflicts: lru.New(size), templates: lru.New(size), secrets: lru.New(size)}
 }
 
 // conflictsChanged reports whether the encoding of xr's conflicts differs
@@ -65,6 +77,37 @@ func (m *memo) putTemplate(xr types.UID, ref, tmpl string) {
 		return
 	}
 	m.templates.Add(xr, map[string]string{ref: tmpl})
+}
+
+// secret returns the Secret k as last read, if it was read at
+// resourceVersion rv or later (see mirror.AtLeast), as the tracker's
+// informer shows it. The Secret must not be modified.
+func (m *memo) secret(k secret.Key, rv string) (*corev1.Secret, bool) {
+	if rv == "" {
+		return nil, false
+	}
+	v, ok := m.secrets.Get(k)
+	if !ok {
+		return nil, false
+	}
+	s := v.(*corev1.Secret) //nolint:forcetypeassert // Only Secrets are stored.
+	if !mirror.AtLeast(s.ResourceVersion, rv) {
+		return nil, false
+	}
+	return s, true
+}
+
+// putSecret records the Secret k as read: its resourceVersion, type, owner
+// references and data.
+func (m *memo) putSecret(k secret.Key, s *corev1.Secret) {
+	m.secrets.Add(k, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion,
+			OwnerReferences: slices.Clone(s.OwnerReferences),
+		},
+		Type: s.Type,
+		Data: maps.Clone(s.Data),
+	})
 }
 
 // forget drops what is recorded for a gone XR.

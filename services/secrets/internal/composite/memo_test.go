@@ -5,7 +5,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loomxr/loom/services/secrets/internal/secret"
 )
 
 func TestConflictsChanged(t *testing.T) {
@@ -87,5 +91,64 @@ func TestMemoBound(t *testing.T) {
 	}
 	if diff := cmp.Diff(forgotten, read); diff != "" {
 		t.Errorf("XRs whose templates were forgotten: -want, +got:\n%s", diff)
+	}
+}
+
+func TestMemoSecret(t *testing.T) {
+	k := secret.Key{Namespace: "crossplane-system", Name: "db-conn"}
+	read := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, ResourceVersion: "10", Labels: map[string]string{"a": "b"}},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"password": []byte("s3cr3t")},
+	}
+	kept := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, ResourceVersion: "10"},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"password": []byte("s3cr3t")},
+	}
+	cases := map[string]struct {
+		reason string
+		put    *corev1.Secret
+		rv     string
+		want   *corev1.Secret
+	}{
+		"NeverRead": {
+			reason: "A Secret never read must be read.",
+			rv:     "10",
+		},
+		"SameVersion": {
+			reason: "A Secret the informer shows at the version last read is known without a read; only the fields the reconciler reads are kept.",
+			put:    read,
+			rv:     "10",
+			want:   kept,
+		},
+		"InformerBehind": {
+			reason: "A Secret read at a newer version than the informer shows yet is known: the read was the newer.",
+			put:    read,
+			rv:     "9",
+			want:   kept,
+		},
+		"Changed": {
+			reason: "A Secret the informer shows at a newer version than the one read changed since: it must be read again.",
+			put:    read,
+			rv:     "11",
+		},
+		"UnknownToInformer": {
+			reason: "A Secret the informer does not know (no version) must be read.",
+			put:    read,
+			rv:     "",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := newMemo(4)
+			if tc.put != nil {
+				m.putSecret(k, tc.put)
+			}
+			got, _ := m.secret(k, tc.rv)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nsecret(%q): -want, +got:\n%s", tc.reason, tc.rv, diff)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -93,11 +94,12 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 		return out, r.readStaging(ctx, st)
 	}
 	for i, k := range secrets {
-		if _, ok := r.tracker.Metadata(k); !ok {
+		m, ok := r.tracker.Metadata(k)
+		if !ok {
 			// It does not exist (yet): its creation requeues the XR.
 			continue
 		}
-		s, err := r.client.GetSecret(ctx, k.Namespace, k.Name)
+		s, err := r.readSecret(ctx, k, m.ResourceVersion)
 		if kerrors.IsNotFound(err) {
 			continue
 		}
@@ -117,7 +119,11 @@ func (r *Reconciler) observe(ctx context.Context, st *xrState) ([]connection.Obs
 // yet: the requeue that follows its creation may outrun the cache.
 func (r *Reconciler) readStaging(ctx context.Context, st *xrState) error {
 	k := staging.Key(r.staging, st.xr.GetUID())
-	s, err := r.client.GetSecret(ctx, k.Namespace, k.Name)
+	rv := ""
+	if m, ok := r.tracker.Metadata(k); ok {
+		rv = m.ResourceVersion
+	}
+	s, err := r.readSecret(ctx, k, rv)
 	if kerrors.IsNotFound(err) {
 		return nil
 	}
@@ -130,6 +136,24 @@ func (r *Reconciler) readStaging(ctx context.Context, st *xrState) error {
 	}
 	st.returned, st.staged = s.Data, true
 	return nil
+}
+
+// readSecret returns the Secret k: as last read, when that was at rv (the
+// version the tracker's informer shows; empty for one it does not know) or
+// later, else with a GET, which is remembered. A Secret changes rarely and
+// is read by every reconcile of its XR, so most reads cost no request; a
+// change is seen by the informer, whose newer version makes the next read a
+// GET. The Secret must not be modified.
+func (r *Reconciler) readSecret(ctx context.Context, k secret.Key, rv string) (*corev1.Secret, error) {
+	if s, ok := r.memo.secret(k, rv); ok {
+		return s, nil
+	}
+	s, err := r.client.GetSecret(ctx, k.Namespace, k.Name)
+	if err != nil {
+		return nil, err
+	}
+	r.memo.putSecret(k, s)
+	return s, nil
 }
 
 // contributes reports whether the resource of a template can contribute

@@ -6,17 +6,19 @@
 // For a LegacyCluster XR (Crossplane v1's kind of XR; modern XRs compose
 // their Secrets themselves), the Reconciler
 //
-//  1. reads the XR, its XRD (cached) and its CompositionRevision (cached;
-//     the Composition while the XR has no revision yet);
+//  1. reads the XR (through the read path: this replica's last write of
+//     it, the object mirror, a GET only when neither holds it), its XRD
+//     (cached) and its CompositionRevision (cached; the Composition while
+//     the XR has no revision yet);
 //  2. finds where the XR's Secret goes: spec.writeConnectionSecretToRef,
 //     or {name: <XR UID>, namespace: the Composition's
 //     writeConnectionSecretsToNamespace} when the XR names none (the
 //     renderer writes the same default to the XR; this service computes it
 //     and writes nothing to the XR's spec);
-//  3. reads the composed resources of spec.resourceRefs (GET each), records
+//  3. reads the composed resources of spec.resourceRefs (read path), records
 //     the Secrets they name with the tracker, then reads the connection
 //     Secrets the Composition needs (only those the tracker's cache says
-//     exist); for a Composition in mode Pipeline it reads the XR's staging
+//     exist, and each once per resourceVersion: see readSecret); for a Composition in mode Pipeline it reads the XR's staging
 //     Secret instead, which holds the connection details the functions
 //     returned (package staging), and the composed resources' Secrets are
 //     only tracked, so that their changes re-render the XR;
@@ -76,6 +78,7 @@ import (
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
@@ -224,7 +227,13 @@ type xrState struct {
 
 func (r *Reconciler) reconcile(ctx context.Context, t tracker.Target) (outcome, error) {
 	var o outcome
-	xr, err := r.client.Get(ctx, t.GVK, "", t.Name)
+	// Every write that follows is guarded: Secrets by create-and-
+	// AlreadyExists or a resourceVersion precondition, the XR's and the
+	// claim's status by server-side apply. So the XR may come from the read
+	// path at any version it holds, also when the handled event names
+	// another object (a composed resource, a claim, a Secret): a newer XR
+	// brings an event of its own.
+	xr, err := r.client.Get(kitkube.Guarded(ctx), t.GVK, "", t.Name)
 	if kerrors.IsNotFound(err) {
 		r.forget(t.UID)
 		return o, nil

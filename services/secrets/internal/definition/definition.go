@@ -1,8 +1,10 @@
 // Package definition reads what the platform defines for composite
 // resources (XRs): their CompositeResourceDefinitions (XRDs), and the
 // Compositions and CompositionRevisions they are composed with, together
-// with the connection.Plan of each. Everything is read with GET (the
-// service may not list them) and cached:
+// with the connection.Plan of each. Everything is read by name (the service
+// may not list them) through the read path, the object mirror before a GET
+// (kube.Guarded: these objects change rarely, and their changes reach the
+// XRs as events of their own), and cached:
 //
 //   - an XRD is found by name, <plural>.<group> of the XR's kind, and kept
 //     for a TTL (connectionSecretKeys changes apply within it);
@@ -25,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
 )
 
@@ -103,7 +106,7 @@ func (c *Cache) ForComposite(ctx context.Context, gvk schema.GroupVersionKind) (
 		return nil, fmt.Errorf("cannot map %s to a resource: %w", gvk, err)
 	}
 	name := m.Resource.Resource + "." + gvk.Group
-	u, err := c.client.Get(ctx, xrdGVK, "", name)
+	u, err := c.client.Get(kitkube.Guarded(ctx), xrdGVK, "", name)
 	var xrd *v1.CompositeResourceDefinition
 	switch {
 	case kerrors.IsNotFound(err):
@@ -137,7 +140,7 @@ func (c *Cache) Revision(ctx context.Context, name string) (*Composition, error)
 	if ok {
 		return r, nil
 	}
-	u, err := c.client.Get(ctx, revisionGVK, "", name)
+	u, err := c.client.Get(kitkube.Guarded(ctx), revisionGVK, "", name)
 	if kerrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -170,7 +173,7 @@ func (c *Cache) Composition(ctx context.Context, name string) (*Composition, err
 	if ok && c.now().Sub(e.at) < c.ttl {
 		return e.v, nil
 	}
-	u, err := c.client.Get(ctx, compositionGVK, "", name)
+	u, err := c.client.Get(kitkube.Guarded(ctx), compositionGVK, "", name)
 	var comp *Composition
 	switch {
 	case kerrors.IsNotFound(err):
