@@ -256,6 +256,26 @@ spec: {endpoint: "%[2]s", insecure: true, timeout: 2s}
 `)))
 		wantAPIError(t, err, "Composition.apiextensions.crossplane.io \"badinput-unknown-patch\" is invalid", "spec.resources[0].patches[0].type", `Unsupported value: "FromOuterSpace"`)
 	})
+	// Compositions the admission webhook refuses: broken on their own,
+	// whatever composite resource uses them (Crossplane refuses the regexp
+	// too; a malformed field path it admits, to fail on every render).
+	t.Run("MalformedFieldPath", func(t *testing.T) {
+		err := applyErr(t, env, badComposition("badinput-fieldpath", readyNop("nop", "", `    patches:
+    - fromFieldPath: spec.parameters[size
+      toFieldPath: spec.forProvider.fields.size
+`)))
+		wantAPIError(t, err, `admission webhook "compositions.apiextensions.crossplane.io" denied the request`, `"badinput-fieldpath" is invalid`, "spec.resources[0].patches[0]", `invalid field path "spec.parameters[size"`)
+	})
+	t.Run("InvalidRegexp", func(t *testing.T) {
+		err := applyErr(t, env, badComposition("badinput-regexp", readyNop("nop", "", `    patches:
+    - fromFieldPath: spec.parameters.text
+      toFieldPath: spec.forProvider.fields.text
+      transforms:
+      - type: string
+        string: {type: Regexp, regexp: {match: "(unclosed"}}
+`)))
+		wantAPIError(t, err, `admission webhook "compositions.apiextensions.crossplane.io" denied the request`, `"badinput-regexp" is invalid`, "spec.resources[0].patches[0].transforms[0]", "missing closing )")
+	})
 	t.Run("UnknownTransformType", func(t *testing.T) {
 		err := applyErr(t, env, badComposition("badinput-unknown-transform", readyNop("nop", "", `    patches:
     - fromFieldPath: spec.parameters.size
@@ -275,17 +295,6 @@ spec: {endpoint: "%[2]s", insecure: true, timeout: 2s}
 		params      map[string]any
 		want        want
 	}{
-		"MalformedFieldPath": {
-			reason: "A patch whose fromFieldPath does not parse names the template, the patch and the path.",
-			docs: []string{badComposition("badinput-fieldpath", readyNop("nop", "", `    patches:
-    - fromFieldPath: spec.parameters[size
-      toFieldPath: spec.forProvider.fields.size
-`))},
-			composition: "badinput-fieldpath",
-			want: want{CondType: "Synced", CondStatus: "False", CondReason: "ReconcileError",
-				CondMessage: []string{`"nop"`, "spec.parameters[size"},
-				EventReason: "ComposeResources", EventMessage: []string{`"nop"`, "spec.parameters[size"}},
-		},
 		"MapMissingKey": {
 			reason: "A map transform without the input's key names the template, the patch and the key.",
 			docs: []string{badComposition("badinput-map", readyNop("nop", "", `    patches:
@@ -300,21 +309,6 @@ spec: {endpoint: "%[2]s", insecure: true, timeout: 2s}
 			want: want{CondType: "Synced", CondStatus: "False", CondReason: "ReconcileError",
 				CondMessage: []string{`"nop"`, "spec.parameters.size", `"huge"`},
 				EventReason: "ComposeResources", EventMessage: []string{`"nop"`, `"huge"`}},
-		},
-		"InvalidRegexp": {
-			reason: "A string Regexp transform with an invalid expression names the template and quotes the regexp error.",
-			docs: []string{badComposition("badinput-regexp", readyNop("nop", "", `    patches:
-    - fromFieldPath: spec.parameters.text
-      toFieldPath: spec.forProvider.fields.text
-      transforms:
-      - type: string
-        string: {type: Regexp, regexp: {match: "(unclosed"}}
-`))},
-			composition: "badinput-regexp",
-			params:      map[string]any{"text": "abc"},
-			want: want{CondType: "Synced", CondStatus: "False", CondReason: "ReconcileError",
-				CondMessage: []string{`"nop"`, "(unclosed", "missing closing )"},
-				EventReason: "ComposeResources", EventMessage: []string{`"nop"`, "missing closing )"}},
 		},
 		"ConvertTypeMismatch": {
 			reason: "Converting a string that is no number to int64 names the template and quotes the parse error.",
