@@ -26,6 +26,15 @@ import (
 // protocol; a slower answer is treated as a failure and retried later.
 const kvTimeout = 2 * time.Second
 
+// minPullBatch is the fewest messages a lane's consumer asks for at once.
+// With one, the client must send a new pull after every message, and when
+// that message is handled before the client has marked its previous pull
+// sent (a scheduling race in nats.go's Consume, seen on loaded machines),
+// no pull is sent at all: the lane stalls until the pull's heartbeat check
+// gives up, 30 s later. With a few, a later message of the batch asks
+// again.
+const minPullBatch = 4
+
 // acquireRetry is the first wait before a lease that could not be taken is
 // tried again; it doubles up to the renewal interval.
 const acquireRetry = 100 * time.Millisecond
@@ -532,7 +541,7 @@ func (c *coordinator) acquireN(ctx context.Context, p, want int) {
 		c.failed = true
 		return
 	}
-	batch := max(1, min(256, 2*w.concurrency/max(1, want)))
+	batch := max(minPullBatch, min(256, 2*w.concurrency/max(1, want)))
 	l := newLease(w, p, rev, sent, batch)
 	w.mu.Lock()
 	w.owned[p] = l
