@@ -41,6 +41,13 @@ func heldConfig() bus.Config {
 	return cfg
 }
 
+// arrival is how long a test waits for published events to reach a worker
+// and for held work to finish once released: far beyond what it takes, so
+// that only lost work fails a test. On a loaded machine a lane's consumer
+// may stop pulling until nats.go notices the missing heartbeat of its pull
+// request, 30 s later.
+const arrival = 90 * time.Second
+
 // testLogger logs to stderr when LOOM_TEST_LOG is set, else nowhere.
 func testLogger() *slog.Logger {
 	if os.Getenv("LOOM_TEST_LOG") != "" {

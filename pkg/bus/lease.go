@@ -218,6 +218,7 @@ func (l *lease) consume() (lanes, error) {
 		if err == nil {
 			cc, err = cons.Consume(l.onMsg,
 				jetstream.PullMaxMessages(l.batch),
+				jetstream.PullHeartbeat(pullHeartbeat),
 				jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 					w.log.Debug("consume error", "partition", l.p, "consumer", cfg.Durable, "error", err)
 				}))

@@ -90,7 +90,7 @@ func TestResyncYieldsToChanges(t *testing.T) {
 			r := startBusy(t, h, p, b, busy, slots, tc.lookahead)
 			publishAll(t, p, backlog...)
 			held := min(tc.resyncs, tc.lookahead)
-			poll.True(t, 10*time.Second, "the resyncs the look-ahead holds waiting", func() bool { u, o := r.w.Waiting(); return u+o == held })
+			poll.True(t, arrival, "the resyncs the look-ahead holds waiting", func() bool { u, o := r.w.Waiting(); return u+o == held })
 
 			publishAll(t, p, inTenantA(event(change, 1)))
 			// The change should be received at once. Where resyncs fill
@@ -105,7 +105,7 @@ func TestResyncYieldsToChanges(t *testing.T) {
 				return nil
 			})
 			close(b.release)
-			poll.True(t, 30*time.Second, "every request handled", func() bool { return len(b.handled()) == tc.resyncs+2 })
+			poll.True(t, arrival, "every request handled", func() bool { return len(b.handled()) == tc.resyncs+2 })
 			got := b.handled()
 			if before := slices.Index(got, change) - 1; before > slots {
 				t.Errorf("%s\nthe change was handled after %d of the %d resyncs; want at most %d (one per handler slot)", tc.reason, before, tc.resyncs, slots)
@@ -125,13 +125,13 @@ func TestResyncReplacedByChange(t *testing.T) {
 	busy, _, backlog := resyncBacklog(h, 20)
 	r := startBusy(t, h, p, b, busy, 1, bus.DefaultLookahead)
 	publishAll(t, p, backlog...)
-	poll.True(t, 10*time.Second, "the resyncs waiting", func() bool { _, o := r.w.Waiting(); return o == len(backlog) })
+	poll.True(t, arrival, "the resyncs waiting", func() bool { _, o := r.w.Waiting(); return o == len(backlog) })
 
 	last := backlog[len(backlog)-1].GetObject().GetUid()
 	publishAll(t, p, inTenantA(event(last, 2)))
-	poll.True(t, 10*time.Second, "the change received", func() bool { return h.delivered(t, bus.Renderer, last, false) })
+	poll.True(t, arrival, "the change received", func() bool { return h.delivered(t, bus.Renderer, last, false) })
 	publishAll(t, p, resync(busy))
-	poll.True(t, 10*time.Second, "the busy target's resync received and acknowledged", func() bool {
+	poll.True(t, arrival, "the busy target's resync received and acknowledged", func() bool {
 		c, err := h.js.Consumer(t.Context(), bus.StreamName(bus.Renderer), bus.ResyncConsumerName(bus.Renderer, bus.Partition(busy, h.cfg.Partitions)))
 		if err != nil {
 			return false
@@ -140,7 +140,7 @@ func TestResyncReplacedByChange(t *testing.T) {
 		return err == nil && info.Delivered.Consumer == 1 && info.NumAckPending == 0
 	})
 	close(b.release)
-	poll.Until(t, 30*time.Second, func() error {
+	poll.Until(t, arrival, func() error {
 		if n := len(b.handled()); n != len(backlog)+1 {
 			return fmt.Errorf("%d of %d targets handled: %v", n, len(backlog)+1, b.handled())
 		}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/testing/poll"
@@ -101,7 +100,7 @@ func TestUrgentLaneFirst(t *testing.T) {
 	r := h.start(bus.Renderer, "r0", b, bus.WithConcurrency(1))
 	<-b.started
 	publishAll(t, p, backlog[1:]...)
-	poll.True(t, 10*time.Second, "a request of every partition delivered", func() bool {
+	poll.True(t, arrival, "a request of every partition delivered", func() bool {
 		n := 0
 		for pt := range h.cfg.Partitions {
 			if h.delivered(t, bus.Renderer, firstOf(h, pt), false) {
@@ -112,9 +111,9 @@ func TestUrgentLaneFirst(t *testing.T) {
 	})
 	hot := uid(1000)
 	publishAll(t, p, urgent(event(hot, 1)))
-	poll.True(t, 10*time.Second, "the urgent request waiting", func() bool { u, _ := r.w.Waiting(); return u == 1 })
+	poll.True(t, arrival, "the urgent request waiting", func() bool { u, _ := r.w.Waiting(); return u == 1 })
 	close(b.release)
-	poll.True(t, 20*time.Second, "every request handled", func() bool { return len(b.handled()) == 41 })
+	poll.True(t, arrival, "every request handled", func() bool { return len(b.handled()) == 41 })
 	got := b.handled()
 	if got[0] != uid(0) || got[1] != hot {
 		t.Errorf("handled %v...; want %s (busy) then the urgent %s before any of the %d waiting", got[:3], uid(0), hot, len(got)-2)
@@ -160,7 +159,7 @@ func TestUrgentLaneUpgradesWaitingTarget(t *testing.T) {
 	for _, id := range others {
 		publishAll(t, p, event(id, 1))
 	}
-	poll.True(t, 10*time.Second, "the others waiting", func() bool {
+	poll.True(t, arrival, "the others waiting", func() bool {
 		for _, id := range others {
 			if !h.delivered(t, bus.Renderer, id, false) {
 				return false
@@ -169,11 +168,11 @@ func TestUrgentLaneUpgradesWaitingTarget(t *testing.T) {
 		return true
 	})
 	publishAll(t, p, event(late, 1))
-	poll.True(t, 10*time.Second, "the late request waiting", func() bool { return h.delivered(t, bus.Renderer, late, false) })
+	poll.True(t, arrival, "the late request waiting", func() bool { return h.delivered(t, bus.Renderer, late, false) })
 	publishAll(t, p, urgent(event(late, 2)))
-	poll.True(t, 10*time.Second, "the late request's wait made urgent", func() bool { u, _ := r.w.Waiting(); return u == 1 })
+	poll.True(t, arrival, "the late request's wait made urgent", func() bool { u, _ := r.w.Waiting(); return u == 1 })
 	close(b.release)
-	poll.True(t, 20*time.Second, "every request handled", func() bool { return len(b.handled()) == len(others)+2 })
+	poll.True(t, arrival, "every request handled", func() bool { return len(b.handled()) == len(others)+2 })
 	got := b.handled()
 	if got[1] != late {
 		t.Errorf("handled %v; want %s handled right after the busy %s, before the %d that waited longer", got, late, busy, len(others))

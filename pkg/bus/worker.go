@@ -30,10 +30,16 @@ const kvTimeout = 2 * time.Second
 // With one, the client must send a new pull after every message, and when
 // that message is handled before the client has marked its previous pull
 // sent (a scheduling race in nats.go's Consume, seen on loaded machines),
-// no pull is sent at all: the lane stalls until the pull's heartbeat check
-// gives up, 30 s later. With a few, a later message of the batch asks
-// again.
+// no pull is sent at all: the lane stalls until the client misses the
+// heartbeats of its pull (pullHeartbeat). With a few, a later message of
+// the batch asks again, and the race is rarer.
 const minPullBatch = 4
+
+// pullHeartbeat is how often the server confirms a lane's waiting pull
+// request. A client that misses two sends a new pull: this bounds the stall
+// above (and any lost pull request) to two heartbeats instead of nats.go's
+// default of 30 s, for one small message per idle lane per heartbeat.
+const pullHeartbeat = 2 * time.Second
 
 // acquireRetry is the first wait before a lease that could not be taken is
 // tried again; it doubles up to the renewal interval.
