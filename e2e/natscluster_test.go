@@ -241,24 +241,32 @@ func clusterCheckReplicas(t *testing.T, js jetstream.JetStream) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, name := range clusterStreams() {
-		st, err := js.Stream(ctx, name)
+		// A worker creates the urgent and resync consumers of a partition
+		// when it first takes the partition, which may come after the
+		// service reports ready: wait for them.
+		err := poll.Wait(ctx, func(ctx context.Context) error {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				return err
+			}
+			if info := st.CachedInfo(); info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Leader == "" {
+				return fmt.Errorf("%d replicas, cluster %+v; want 3 replicas and a leader", info.Config.Replicas, info.Cluster)
+			}
+			consumers := 0
+			for info := range st.ListConsumers(ctx).Info() {
+				consumers++
+				if info.Config.Durable != "" && info.Config.Replicas != 3 {
+					return fmt.Errorf("consumer %s: %d replicas, want 3", info.Name, info.Config.Replicas)
+				}
+			}
+			// Three lanes per partition: urgent, normal and resync.
+			if slices.Contains(bus.Services, svcOfStream(name)) && consumers != 3*bus.DefaultPartitions {
+				return fmt.Errorf("%d consumers, want %d (three per partition)", consumers, 3*bus.DefaultPartitions)
+			}
+			return nil
+		}, poll.Every(500*time.Millisecond))
 		if err != nil {
 			t.Errorf("stream %s: %v", name, err)
-			continue
-		}
-		if info := st.CachedInfo(); info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Leader == "" {
-			t.Errorf("stream %s: %d replicas, cluster %+v; want 3 replicas and a leader", name, info.Config.Replicas, info.Cluster)
-		}
-		consumers := 0
-		for info := range st.ListConsumers(ctx).Info() {
-			consumers++
-			if info.Config.Durable != "" && info.Config.Replicas != 3 {
-				t.Errorf("consumer %s of %s: %d replicas, want 3", info.Name, name, info.Config.Replicas)
-			}
-		}
-		// Three lanes per partition: urgent, normal and resync.
-		if slices.Contains(bus.Services, svcOfStream(name)) && consumers != 3*bus.DefaultPartitions {
-			t.Errorf("stream %s: %d consumers, want %d (three per partition)", name, consumers, 3*bus.DefaultPartitions)
 		}
 	}
 }
