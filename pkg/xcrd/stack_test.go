@@ -35,27 +35,7 @@ import (
 // have not been built (`make control-plane`).
 func startAPIServer(t *testing.T) *rest.Config {
 	t.Helper()
-	bin := stacktest.K8sBinDir(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{
-		StateDir:     t.TempDir(),
-		K8sBinDir:    bin,
-		Services:     []string{},
-		ExtraCRDDirs: []string{},
-		Log:          t.Output(),
-	})
-	if err != nil {
-		t.Fatalf("cannot start the control plane with Loom's CRDs: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("cannot stop the control plane: %v", err)
-		}
-	})
-	return s.RESTConfig()
+	return stacktest.ControlPlane(t, stack.Options{ExtraCRDDirs: []string{}}).RESTConfig()
 }
 
 func toUnstructured(t *testing.T, doc string) *unstructured.Unstructured {

@@ -3,9 +3,11 @@
 package stacktest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/loomxr/loom/pkg/stack"
 )
@@ -38,4 +40,34 @@ func K8sBinDir(t testing.TB) string {
 		t.Skipf("no kube-apiserver in %s (run `make control-plane`)", bin)
 	}
 	return bin
+}
+
+// ControlPlane starts a local control plane (etcd, kube-apiserver,
+// kube-controller-manager and Loom's CRDs) with no Loom service, for a
+// test that needs a real API server, and stops it when the test ends. opts
+// may add CRDs and the like; the state folder, the binaries, the services
+// (none) and, unless set, the log (the test's output) are filled in. It
+// skips or fails the test as K8sBinDir does when the binaries are missing.
+func ControlPlane(t testing.TB, opts stack.Options) *stack.Stack {
+	t.Helper()
+	opts.K8sBinDir = K8sBinDir(t)
+	opts.StateDir = t.TempDir()
+	opts.Services = []string{}
+	if opts.Log == nil {
+		opts.Log = t.Output()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	s, err := stack.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("cannot start the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("cannot stop the control plane: %v", err)
+		}
+	})
+	return s
 }

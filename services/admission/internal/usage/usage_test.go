@@ -1,7 +1,6 @@
 package usage
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,20 +34,7 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	bin := stacktest.K8sBinDir(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{StateDir: t.TempDir(), K8sBinDir: bin, Services: []string{}, Log: t.Output()})
-	if err != nil {
-		t.Fatalf("cannot start the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("cannot stop the control plane: %v", err)
-		}
-	})
+	s := stacktest.ControlPlane(t, stack.Options{})
 	kc, err := kube.NewClients(s.RESTConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package route_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -60,20 +59,7 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	bin := stacktest.K8sBinDir(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{StateDir: t.TempDir(), K8sBinDir: bin, Services: []string{}, Log: t.Output()})
-	if err != nil {
-		t.Fatalf("cannot start the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("cannot stop the control plane: %v", err)
-		}
-	})
+	s := stacktest.ControlPlane(t, stack.Options{})
 
 	srv := bustest.Run(t)
 	nc, js := bustest.Connect(t, srv.URL())
