@@ -59,6 +59,10 @@ type VSConfig struct {
 	OneAtATime int
 	// NoBurst skips the burst phase.
 	NoBurst bool
+	// Engines to run, in order each round. Default both (Crossplane,
+	// then Loom); one engine alone is for diagnosis: its report has no
+	// ratios.
+	Engines []string
 	// CrossplaneDir holds the crossplane binary and its CRDs (crds/), as
 	// `make crossplane` builds them; its name is the release.
 	CrossplaneDir string
@@ -86,6 +90,14 @@ func (c VSConfig) withDefaults() (VSConfig, error) {
 	}
 	if c.OneAtATime == 0 {
 		c.OneAtATime = 20
+	}
+	if len(c.Engines) == 0 {
+		c.Engines = []string{EngineCrossplane, EngineLoom}
+	}
+	for _, e := range c.Engines {
+		if e != EngineCrossplane && e != EngineLoom {
+			return c, fmt.Errorf("cannot run engine %q: want %q or %q", e, EngineCrossplane, EngineLoom)
+		}
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = 10*time.Minute + time.Duration(c.Claims)*time.Second
@@ -274,7 +286,7 @@ func RunVS(ctx context.Context, cfg VSConfig) (*VSReport, error) {
 		return nil, err
 	}
 	for round := 1; round <= cfg.Rounds; round++ {
-		for _, engine := range []string{EngineCrossplane, EngineLoom} {
+		for _, engine := range cfg.Engines {
 			res, err := runEngine(ctx, cfg, engine, round)
 			if res != nil {
 				rep.Runs = append(rep.Runs, *res)

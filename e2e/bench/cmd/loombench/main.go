@@ -56,6 +56,7 @@ func run() error {
 		rounds   = flag.Int("rounds", 2, "with -vs: how many times each engine runs, alternating")
 		oneAt    = flag.Int("one-at-a-time", 20, "with -vs: claims created one at a time at rest and during the burst (negative: skip both phases)")
 		noBurst  = flag.Bool("no-burst", false, "with -vs: skip the burst phase")
+		engines  = flag.String("engines", "crossplane,loom", "with -vs: the engines to run each round, comma-separated (one alone is for diagnosis)")
 	)
 	flag.Parse()
 	if *timeline != "" {
@@ -65,7 +66,7 @@ func run() error {
 		return bench.WriteTimeline(os.Stdout, *audit, *timeline)
 	}
 	if *vs != "" {
-		return runVS(*vs, *xpDir, *n, *creators, *rounds, *oneAt, *noBurst, *timeout, *keep, *out, *md)
+		return runVS(*vs, *xpDir, *engines, *n, *creators, *rounds, *oneAt, *noBurst, *timeout, *keep, *out, *md)
 	}
 	if *ceiling == 0 {
 		*ceiling = -1
@@ -165,7 +166,7 @@ func run() error {
 }
 
 // runVS runs the side-by-side benchmark and writes its results.
-func runVS(vs, xpDir string, n, creators, rounds, oneAt int, noBurst bool, timeout time.Duration, keep bool, out, md string) error {
+func runVS(vs, xpDir, engines string, n, creators, rounds, oneAt int, noBurst bool, timeout time.Duration, keep bool, out, md string) error {
 	if vs != bench.EngineCrossplane {
 		return fmt.Errorf("cannot compare with %q: only -vs crossplane is known", vs)
 	}
@@ -192,7 +193,7 @@ func runVS(vs, xpDir string, n, creators, rounds, oneAt int, noBurst bool, timeo
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.RunVS(ctx, bench.VSConfig{
-		Claims: n, Creators: creators, Rounds: rounds, OneAtATime: oneAt, NoBurst: noBurst,
+		Claims: n, Creators: creators, Rounds: rounds, OneAtATime: oneAt, NoBurst: noBurst, Engines: strings.Split(engines, ","),
 		CrossplaneDir: xpDir, RepoRoot: repo, KeepState: keep, ReadyTimeout: timeout, Log: os.Stderr,
 	})
 	if err != nil {
