@@ -216,6 +216,17 @@ func TestBinderClaimSystem(t *testing.T) {
 		}
 		t.Logf("%s writes per claim since the stack started, by verb and subresource: %s", r, strings.Join(detail, ", "))
 	}
+	// The binder creates each XR with the claim's spec; until the claim
+	// changes, nothing is applied to the XR's spec (the API server's default
+	// of spec.compositionUpdatePolicy, recorded as the binder's at create,
+	// once cost every claim an apply).
+	applied, err := env.APIRequests(ctx, map[string]string{"resource": "xfulldbs", "verb": "APPLY", "subresource": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != 0 {
+		t.Errorf("server-side applies of XFullDB spec before any claim changed: %.0f, want 0", applied)
+	}
 
 	// A spec change reaches the composed resource and comes back.
 	for i := range sysClaims {

@@ -161,13 +161,16 @@ func nestedString(u *unstructured.Unstructured, fields ...string) string {
 }
 
 // updatePolicy returns the composition update policy in force: the claim's,
-// else the composite resource's, else Automatic.
-func updatePolicy(cm, xr *unstructured.Unstructured) xv1.UpdatePolicy {
+// else the composite resource's, else the XRD's default, else Automatic.
+func updatePolicy(cm, xr *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) xv1.UpdatePolicy {
 	if p := nestedString(cm, "spec", "compositionUpdatePolicy"); p != "" {
 		return xv1.UpdatePolicy(p)
 	}
 	if p := nestedString(xr, "spec", "compositionUpdatePolicy"); p != "" {
 		return xv1.UpdatePolicy(p)
+	}
+	if d.Spec.DefaultCompositionUpdatePolicy != nil && *d.Spec.DefaultCompositionUpdatePolicy != "" {
+		return *d.Spec.DefaultCompositionUpdatePolicy
 	}
 	return xv1.UpdateAutomatic
 }
@@ -207,7 +210,10 @@ func DeletePolicy(cm *unstructured.Unstructured, d *xv1.CompositeResourceDefinit
 // resource's own external name if it has one, else the claim's; the claim's
 // spec minus claim-only fields (compositionRef is left out when the XRD
 // enforces one, compositionRevisionRef unless the update policy is Manual);
-// and a claimRef to cm.
+// and a claimRef to cm. The intent always states compositionUpdatePolicy
+// (see updatePolicy): the API server defaults it when the binder creates
+// the composite resource and records the default as the binder's, so an
+// intent without it would remove it and cost every claim an apply.
 func CompositeIntent(cm, xr *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) *unstructured.Unstructured {
 	in := &unstructured.Unstructured{Object: map[string]any{}}
 	in.SetGroupVersionKind(d.GetCompositeGroupVersionKind())
@@ -240,7 +246,9 @@ func CompositeIntent(cm, xr *unstructured.Unstructured, d *xv1.CompositeResource
 	if d.Spec.EnforcedCompositionRef != nil {
 		delete(spec, "compositionRef")
 	}
-	if updatePolicy(cm, xr) != xv1.UpdateManual {
+	policy := updatePolicy(cm, xr, d)
+	spec["compositionUpdatePolicy"] = string(policy)
+	if policy != xv1.UpdateManual {
 		delete(spec, "compositionRevisionRef")
 	}
 	self := referenceTo(cm)

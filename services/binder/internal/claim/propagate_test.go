@@ -128,8 +128,35 @@ func TestCompositeIntent(t *testing.T) {
 					"labels": map[string]any{LabelClaimName: "db", LabelClaimNamespace: "team-a"},
 				},
 				"spec": map[string]any{
+					"compositionUpdatePolicy": "Manual",
+					"compositionRevisionRef":  map[string]any{"name": "c-1"},
+					"claimRef":                claimRef,
+				},
+			},
+		},
+		"ManualFromDefinition": {
+			reason: "Without a policy on the claim or a composite resource yet, the XRD's default policy is stated (the API server would default it and record it as the binder's), and under Manual the claim's compositionRevisionRef propagates.",
+			args: args{
+				cm: claimObj(map[string]any{
 					"compositionRevisionRef": map[string]any{"name": "c-1"},
-					"claimRef":               claimRef,
+					"resourceRef":            map[string]any{"name": "db-x2k9q"},
+				}, nil),
+				xrd: xrd(func(d *xv1.CompositeResourceDefinition) {
+					manual := xv1.UpdateManual
+					d.Spec.DefaultCompositionUpdatePolicy = &manual
+				}),
+			},
+			want: map[string]any{
+				"apiVersion": "example.org/v1",
+				"kind":       "XDatabase",
+				"metadata": map[string]any{
+					"name":   "db-x2k9q",
+					"labels": map[string]any{LabelClaimName: "db", LabelClaimNamespace: "team-a"},
+				},
+				"spec": map[string]any{
+					"compositionUpdatePolicy": "Manual",
+					"compositionRevisionRef":  map[string]any{"name": "c-1"},
+					"claimRef":                claimRef,
 				},
 			},
 		},
@@ -151,7 +178,7 @@ func TestCompositeIntent(t *testing.T) {
 					"name":   "db-x2k9q",
 					"labels": map[string]any{LabelClaimName: "db", LabelClaimNamespace: "team-a"},
 				},
-				"spec": map[string]any{"claimRef": claimRef},
+				"spec": map[string]any{"compositionUpdatePolicy": "Automatic", "claimRef": claimRef},
 			},
 		},
 		"ExternalNameFromClaim": {
@@ -170,7 +197,7 @@ func TestCompositeIntent(t *testing.T) {
 					"labels":      map[string]any{LabelClaimName: "db", LabelClaimNamespace: "team-a"},
 					"annotations": map[string]any{AnnotationExternalName: "from-claim"},
 				},
-				"spec": map[string]any{"claimRef": claimRef},
+				"spec": map[string]any{"compositionUpdatePolicy": "Automatic", "claimRef": claimRef},
 			},
 		},
 		"ExternalNameKept": {
@@ -192,7 +219,7 @@ func TestCompositeIntent(t *testing.T) {
 					"labels":      map[string]any{LabelClaimName: "db", LabelClaimNamespace: "team-a"},
 					"annotations": map[string]any{AnnotationExternalName: "existing"},
 				},
-				"spec": map[string]any{"claimRef": claimRef},
+				"spec": map[string]any{"compositionUpdatePolicy": "Automatic", "claimRef": claimRef},
 			},
 		},
 	}

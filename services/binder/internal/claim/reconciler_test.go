@@ -221,6 +221,8 @@ func testXR(name, namespace, claim string, mod ...func(*unstructured.Unstructure
 		"spec": map[string]any{
 			"parameters": map[string]any{"size": "small"},
 			"claimRef":   map[string]any{"apiVersion": "example.org/v1", "kind": "Database", "namespace": namespace, "name": claim},
+			// As the API server defaults it.
+			"compositionUpdatePolicy": "Automatic",
 		},
 	})
 	for _, fn := range mod {
