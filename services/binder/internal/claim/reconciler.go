@@ -274,16 +274,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		return r.fail(ctx, cm, nil, err)
 	}
 
-	if want, changed := BackPropagate(cm, xr, d); changed {
-		cm, err = r.client.Update(ctx, want)
-		if err != nil {
-			if kerrors.IsConflict(err) {
-				// The claim changed since we read it: read it again.
-				log.Debug("Conflict propagating to the claim; requeueing", "error", err)
-				return reconcile.Result{Requeue: true}, nil
-			}
-			return r.fail(ctx, want, xr, fmt.Errorf("cannot propagate spec.compositionRef, spec.compositionRevisionRef or the external name from composite resource %q to the claim: %w", xr.GetName(), err))
-		}
+	cm, err = r.backPropagate(ctx, cm, xr, d)
+	if kerrors.IsConflict(err) {
+		log.Debug("Conflict propagating to the claim; requeueing", "error", err)
+		return reconcile.Result{Requeue: true}, nil
+	}
+	if err != nil {
+		return r.fail(ctx, cm, xr, fmt.Errorf("cannot propagate spec.compositionRef, spec.compositionRevisionRef or the external name from composite resource %q to the claim: %w", xr.GetName(), err))
 	}
 
 	if _, ok := xr.Object["status"]; !ok && len(condition.Observed(cm)) == 0 {
@@ -375,6 +372,42 @@ func (r *Reconciler) bind(ctx context.Context, cm *unstructured.Unstructured, d 
 		}
 	}
 	return cm, false, fmt.Errorf("cannot record a composite resource name in the claim's spec.resourceRef: the claim kept changing (%d conflicts)", maxBindAttempts)
+}
+
+// backPropagate writes to cm what flows back from its XR (BackPropagate)
+// and returns cm as it is afterwards. A conflict (typically the secrets
+// service's status write, made as the XR turned Ready) reads cm again and
+// tries again at once, up to maxBindAttempts times: a requeue would leave a
+// claim whose XR is Ready waiting the bus's shortest retry delay. It gives
+// up with the conflict when the claim is being deleted or names another XR
+// now, for the caller's requeue to start over.
+func (r *Reconciler) backPropagate(ctx context.Context, cm, xr *unstructured.Unstructured, d *xv1.CompositeResourceDefinition) (*unstructured.Unstructured, error) {
+	for range maxBindAttempts {
+		want, changed := BackPropagate(cm, xr, d)
+		if !changed {
+			return cm, nil
+		}
+		got, err := r.client.Update(ctx, want)
+		if !kerrors.IsConflict(err) {
+			if err != nil {
+				return cm, err
+			}
+			return got, nil
+		}
+		fresh, gerr := r.client.Get(ctx, cm.GroupVersionKind(), cm.GetNamespace(), cm.GetName())
+		if gerr != nil {
+			return cm, fmt.Errorf("cannot get claim after a conflicting update: %w", gerr)
+		}
+		if fresh.GetDeletionTimestamp() != nil || !sameRef(ResourceRef(fresh), ResourceRef(cm)) {
+			return cm, err
+		}
+		cm = fresh
+	}
+	return cm, fmt.Errorf("the claim kept changing (%d conflicts)", maxBindAttempts)
+}
+
+func sameRef(a, b *Reference) bool {
+	return a != nil && b != nil && a.Name == b.Name
 }
 
 // generateName returns a new name "<claim>-xxxxx" for the claim's XR. Like

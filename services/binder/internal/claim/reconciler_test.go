@@ -440,6 +440,18 @@ func TestReconcile(t *testing.T) {
 				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
 			},
 		},
+		"BackPropagateConflictRetried": {
+			reason: "A conflict writing what flows back from the XR (the secrets service wrote the claim's status meanwhile) reads the claim again and writes at once, without a requeue that would wait the bus's retry delay.",
+			objs: []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", withStatus, func(xr *unstructured.Unstructured) {
+				_ = unstructured.SetNestedMap(xr.Object, map[string]any{"name": "c-1"}, "spec", "compositionRevisionRef")
+			})},
+			hook: failOn("update", "Database", 1, conflict("Database", "db")),
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "update Database db", "get Database db", "update Database db", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
 		"FirstStatusWaitsForReady": {
 			reason: "A claim without a status whose XR, created a second ago, is not Ready yet gets no status: it comes back when the wait for the XR's Ready ends.",
 			objs:   []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", createdAt(-time.Second), withNotReady)},
