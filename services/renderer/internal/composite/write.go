@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -93,10 +94,15 @@ func (r *Reconciler) checkScope(st *state, out *rendered) error {
 }
 
 // applyResources server-side applies each desired composed resource whose
-// applied fields differ from the cluster's. A failure of one resource does
-// not stop the others; each is recorded on its entry and returned joined.
+// applied fields differ from the cluster's, up to maxParallelApplies at
+// once: the applies are independent, and one after the other they would
+// put a round trip per resource on the way to the XR's readiness. A failure
+// of one resource does not stop the others; each is recorded on its entry
+// and returned joined, in the order of the resources.
 func (r *Reconciler) applyResources(ctx context.Context, st *state, out *rendered) error {
-	var errs []error
+	errs := make([]error, len(out.resources))
+	sem := make(chan struct{}, maxParallelApplies)
+	var wg sync.WaitGroup
 	for i := range out.resources {
 		c := &out.resources[i]
 		if c.desired == nil {
@@ -105,35 +111,50 @@ func (r *Reconciler) applyResources(ctx context.Context, st *state, out *rendere
 		intent := sanitize(c.desired)
 		change, err := apply.Changes(c.observed, intent, kube.FieldManager, "")
 		if err != nil {
-			return err
+			errs[i] = err
+			break
 		}
 		if !change {
 			continue
 		}
-		if err := r.takeOwnership(ctx, st, c); err != nil {
-			c.applyErr = err
-			errs = append(errs, err)
-			continue
-		}
-		got, err := st.composer.Apply(ctx, intent)
-		if err != nil {
-			c.applyErr = err
-			verb := "update"
-			if c.observed == nil {
-				verb = "create"
-			}
-			errs = append(errs, writeError(st, verb, c.name, c.desired, err))
-			continue
-		}
-		if c.observed == nil {
-			r.log.Debug("Created composed resource", "xr", st.xr.GetName(), "resource", c.name, "kind", got.GetKind(), "name", got.GetName())
-		}
-		c.observed = got
-		if c.readiness != nil && c.err == nil {
-			c.ready, c.message = c.readiness(got.Object)
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = r.applyResource(ctx, st, c, intent)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// maxParallelApplies bounds the applies of one render in flight at once.
+const maxParallelApplies = 8
+
+// applyResource takes ownership of c's fields from Crossplane if need be
+// and applies intent, recording the outcome on c.
+func (r *Reconciler) applyResource(ctx context.Context, st *state, c *composed, intent *unstructured.Unstructured) error {
+	if err := r.takeOwnership(ctx, st, c); err != nil {
+		c.applyErr = err
+		return err
+	}
+	got, err := st.composer.Apply(ctx, intent)
+	if err != nil {
+		c.applyErr = err
+		verb := "update"
+		if c.observed == nil {
+			verb = "create"
+		}
+		return writeError(st, verb, c.name, c.desired, err)
+	}
+	if c.observed == nil {
+		r.log.Debug("Created composed resource", "xr", st.xr.GetName(), "resource", c.name, "kind", got.GetKind(), "name", got.GetName())
+	}
+	c.observed = got
+	if c.readiness != nil && c.err == nil {
+		c.ready, c.message = c.readiness(got.Object)
+	}
+	return nil
 }
 
 // crossplaneManagers reports whether manager is one of the field managers
