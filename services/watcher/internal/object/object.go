@@ -52,6 +52,7 @@ const (
 	ShapeComposition
 	ShapeXR
 	ShapeClaim
+	ShapeRevision
 )
 
 // fields is a tree of kept field names. A nil subtree keeps the whole value.
@@ -85,14 +86,17 @@ var (
 			"pipeline":  {"input": {"resources": {"base": {"apiVersion": nil, "kind": nil}}}},
 		}},
 		ShapeXR: {"spec": {
-			"claimRef":     nil,
-			"resourceRefs": {"apiVersion": nil, "kind": nil},
+			"claimRef":               nil,
+			"resourceRefs":           {"apiVersion": nil, "kind": nil},
+			"compositionRevisionRef": {"name": nil},
 			"crossplane": {
-				"claimRef":     nil,
-				"resourceRefs": {"apiVersion": nil, "kind": nil},
+				"claimRef":               nil,
+				"resourceRefs":           {"apiVersion": nil, "kind": nil},
+				"compositionRevisionRef": {"name": nil},
 			},
 		}},
-		ShapeClaim: {"spec": {"resourceRef": nil}},
+		ShapeClaim:    {"spec": {"resourceRef": nil}},
+		ShapeRevision: {"spec": {"mode": nil}},
 	}
 )
 

@@ -49,6 +49,18 @@ func ClaimRef(u *unstructured.Unstructured) *Reference {
 	return nil
 }
 
+// RevisionName returns the name of the CompositionRevision an XR's
+// spec.compositionRevisionRef (or spec.crossplane.compositionRevisionRef)
+// names, or "".
+func RevisionName(u *unstructured.Unstructured) string {
+	for _, path := range [][]string{{"spec", "compositionRevisionRef", "name"}, {"spec", "crossplane", "compositionRevisionRef", "name"}} {
+		if n, _, _ := unstructured.NestedString(u.Object, path...); n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
 // ResourceKinds returns the kinds an XR's spec.resourceRefs (or
 // spec.crossplane.resourceRefs) name, sorted and without duplicates.
 // Malformed entries are skipped.

@@ -56,8 +56,9 @@
 // above, which the renderer's patches and the claim's mirror read even when
 // they wrote them) and composed resources: its own write is what it just
 // decided, and the reconcile that wrote it carries on with the result
-// (except that the renderer hears of the composed resources it created:
-// functions judge them in the next render). The
+// (except that the renderer hears of the composed resources it created for
+// an XR composed by a function pipeline: functions judge them in the next
+// render). The
 // binder's two writers (claims and references) write apart: claims and XR
 // specs, and composed resources' references.
 //
@@ -206,6 +207,11 @@ type Lookup interface {
 	XR(uid types.UID) (Target, bool)
 	// Requesters returns the UIDs of the XRs that asked to watch the object.
 	Requesters(o object.Meta) []types.UID
+	// ResourcesMode reports whether the cached XR with the given UID is
+	// known to compose in mode Resources: its compositionRevisionRef names
+	// a cached CompositionRevision whose spec.mode is Resources or unset.
+	// It is false when that is not known.
+	ResourcesMode(uid types.UID) bool
 }
 
 // Route returns the deliveries a change of o causes, given the roles its kind
@@ -308,10 +314,13 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// the urgent lane from everyone (TestIsolation).
 			deliver(false, true, "composed resource status changed", xr, Renderer, Binder, Secrets)
 		default:
-			// The renderer hears of the creations it made: functions see
-			// a composed resource (to judge it ready, say) only in the
-			// render after the one that created it.
-			deliver(false, !o.Created, "composed resource changed", xr, Renderer)
+			// The renderer hears of the creations it made in mode
+			// Pipeline: functions see a composed resource (to judge it
+			// ready, say) only in the render after the one that created
+			// it. In mode Resources the render that created it judged the
+			// API server's answer already, so the creation would cost a
+			// render that changes nothing.
+			deliver(false, !o.Created || l.ResourcesMode(o.Controller.UID), "composed resource changed", xr, Renderer)
 			deliver(false, true, "composed resource changed", xr, Binder, Secrets)
 		}
 	}

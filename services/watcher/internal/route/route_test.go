@@ -16,6 +16,7 @@ type caches struct {
 	claims     map[string]Target // "group/kind/namespace/name"
 	xrs        map[types.UID]Target
 	requesters map[types.UID][]types.UID // object UID -> XR UIDs
+	resources  map[types.UID]bool        // XRs known to compose in mode Resources
 }
 
 func (c caches) Claim(gk schema.GroupKind, namespace, name string) (Target, bool) {
@@ -29,6 +30,8 @@ func (c caches) XR(uid types.UID) (Target, bool) {
 }
 
 func (c caches) Requesters(o object.Meta) []types.UID { return c.requesters[o.UID] }
+
+func (c caches) ResourcesMode(uid types.UID) bool { return c.resources[uid] }
 
 var (
 	gvkXRD      = object.KindXRD
@@ -46,12 +49,14 @@ var (
 	claim       = Target{GVK: gvkClaim, Namespace: "team-a", Name: "db", UID: "claim-uid"}
 	unboundXR   = Target{GVK: gvkXR, Name: "lonely", UID: "xr2-uid"}
 	nsXR        = Target{GVK: gvkXR, Namespace: "team-b", Name: "ns-xr", UID: "xr3-uid"}
+	resXR       = Target{GVK: gvkXR, Name: "res-xr", UID: "xr4-uid"} // composes in mode Resources
 	composition = Target{GVK: gvkComp, Name: "db-aws", UID: "comp-uid"}
 	xrd         = Target{GVK: gvkXRD, Name: "xdatabases.example.org", UID: "xrd-uid"}
 
 	lookup = caches{
-		claims: map[string]Target{"example.org/Database/team-a/db": claim},
-		xrs:    map[types.UID]Target{xr.UID: xr, unboundXR.UID: unboundXR, nsXR.UID: nsXR},
+		claims:    map[string]Target{"example.org/Database/team-a/db": claim},
+		xrs:       map[types.UID]Target{xr.UID: xr, unboundXR.UID: unboundXR, nsXR.UID: nsXR, resXR.UID: resXR},
+		resources: map[types.UID]bool{resXR.UID: true},
 		requesters: map[types.UID][]types.UID{
 			"env-uid": {xr.UID, nsXR.UID, "gone-uid"},
 			"nop-uid": {xr.UID},
@@ -260,8 +265,22 @@ func TestRoute(t *testing.T) {
 				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
 			},
 		},
+		"ComposedCreatedByRendererResources": {
+			reason: "The creation of a composed resource of an XR composed in mode Resources does not go back to the renderer that made it: the render that created it judged the API server's answer.",
+			o: with(obj(gvkNop, "", "res-xr-bucket", "nop2-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: resXR.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", resXR.Name, resXR.UID)
+				o.Writers = []string{"loom-renderer"}
+				o.Created = true
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: resXR, Reason: "composed resource changed"},
+				{Service: Secrets, Target: resXR, Reason: "composed resource changed"},
+			},
+		},
 		"ComposedCreatedByRenderer": {
-			reason: "The creation of a composed resource goes back to the renderer that made it (functions judge it in the next render).",
+			reason: "The creation of a composed resource goes back to the renderer that made it when its XR is not known to compose in mode Resources (functions judge it in the next render).",
 			o: with(nop, func(o *Object) {
 				o.Writers = []string{"loom-renderer"}
 				o.Created = true

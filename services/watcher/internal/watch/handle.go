@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -399,6 +400,34 @@ func (l lookup) XR(uid types.UID) (route.Target, bool) {
 		}
 	}
 	return route.Target{}, false
+}
+
+func (l lookup) ResourcesMode(uid types.UID) bool {
+	var rev string
+	for _, s := range l.sourcesWith(route.RoleXR) {
+		objs, err := s.informer.GetIndexer().ByIndex(uidIndex, string(uid))
+		if err != nil || len(objs) == 0 {
+			continue
+		}
+		if u, ok := objs[0].(*unstructured.Unstructured); ok {
+			rev = object.RevisionName(u)
+		}
+		break
+	}
+	if rev == "" {
+		return false
+	}
+	for _, s := range l.sourcesWith(route.RoleRevision) {
+		obj, ok, err := s.informer.GetStore().GetByKey(rev)
+		if err != nil || !ok {
+			continue
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			mode, _, _ := unstructured.NestedString(u.Object, "spec", "mode")
+			return mode == "" || mode == "Resources"
+		}
+	}
+	return false
 }
 
 func (l lookup) Requesters(m object.Meta) []types.UID {

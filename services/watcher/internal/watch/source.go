@@ -85,6 +85,9 @@ func shapeOf(r route.Role) object.Shape {
 	if r&route.RoleClaim != 0 {
 		s |= object.ShapeClaim
 	}
+	if r&route.RoleRevision != 0 {
+		s |= object.ShapeRevision
+	}
 	return s
 }
 

@@ -452,6 +452,60 @@ spec: {forProvider: {}}
 		}
 	})
 
+	t.Run("OwnCreationsInResourcesMode", func(t *testing.T) {
+		// The renderer's creation of a composed resource comes back to it
+		// only when the XR is not known to compose in mode Resources.
+		gvrRev := schema.GroupVersionResource{Group: "apiextensions.crossplane.io", Version: "v1", Resource: "compositionrevisions"}
+		c.create(t, gvrRev, `{apiVersion: apiextensions.crossplane.io/v1, kind: CompositionRevision, metadata: {name: widgets-pt-1}, spec: {mode: Resources, revision: 1, compositeTypeRef: {apiVersion: watch.test.loom.dev/v1, kind: XWidget}}}`)
+		c.create(t, gvrRev, `{apiVersion: apiextensions.crossplane.io/v1, kind: CompositionRevision, metadata: {name: widgets-fn-1}, spec: {mode: Pipeline, revision: 1, compositeTypeRef: {apiVersion: watch.test.loom.dev/v1, kind: XWidget}}}`)
+		createAs := func(name, owner string, ownerUID types.UID) *unstructured.Unstructured {
+			t.Helper()
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(fmt.Sprintf(`
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: %s
+  labels: {crossplane.io/composite: %s}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: %s, uid: %s, controller: true}]
+spec: {forProvider: {}}
+`, name, owner, owner, ownerUID)), &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.resource(gvrNop, "").Create(t.Context(), u, metav1.CreateOptions{FieldManager: "loom-renderer"})
+			if err != nil {
+				t.Fatalf("cannot create NopResource %s as the renderer: %v", name, err)
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			mode, revision string
+			renderer       bool
+		}{
+			{mode: "Resources", revision: "widgets-pt-1", renderer: false},
+			{mode: "Pipeline", revision: "widgets-fn-1", renderer: true},
+		} {
+			name := "w-" + strings.ToLower(tc.mode)
+			x := c.create(t, gvrXR, fmt.Sprintf(`{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: %s}, spec: {compositionRevisionRef: {name: %s}}}`, name, tc.revision))
+			from := rec.len()
+			n := createAs(name+"-nop", name, x.GetUID())
+			wants := []want{
+				{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: n.GetUID(), target: x.GetUID()},
+				{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: n.GetUID(), target: x.GetUID()},
+			}
+			if tc.renderer {
+				wants = append(wants, want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: n.GetUID(), target: x.GetUID()})
+			}
+			// The three deliveries of one change are published together.
+			rec.expect(t, from, wants...)
+			for _, p := range rec.since(from) {
+				if !tc.renderer && p.service == route.Renderer && p.ev.GetObject().GetUid() == string(n.GetUID()) {
+					t.Errorf("mode %s: the renderer's own creation of a composed resource came back to it:\n%s", tc.mode, dump([]published{p}))
+				}
+			}
+		}
+	})
+
 	t.Run("StatusOnly", func(t *testing.T) {
 		from := rec.len()
 		setStatus := func(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
