@@ -398,16 +398,13 @@ func (r *Reconciler) backPropagate(ctx context.Context, cm, xr *unstructured.Uns
 		if gerr != nil {
 			return cm, fmt.Errorf("cannot get claim after a conflicting update: %w", gerr)
 		}
-		if fresh.GetDeletionTimestamp() != nil || !sameRef(ResourceRef(fresh), ResourceRef(cm)) {
+		now, was := ResourceRef(fresh), ResourceRef(cm)
+		if fresh.GetDeletionTimestamp() != nil || now == nil || was == nil || !now.refersTo(*was) {
 			return cm, err
 		}
 		cm = fresh
 	}
 	return cm, fmt.Errorf("the claim kept changing (%d conflicts)", maxBindAttempts)
-}
-
-func sameRef(a, b *Reference) bool {
-	return a != nil && b != nil && a.Name == b.Name
 }
 
 // generateName returns a new name "<claim>-xxxxx" for the claim's XR. Like

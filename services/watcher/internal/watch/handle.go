@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/telemetry"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/object"
@@ -389,31 +390,36 @@ func (l lookup) Claim(gk schema.GroupKind, namespace, name string) (route.Target
 	return route.Target{}, false
 }
 
-func (l lookup) XR(uid types.UID) (route.Target, bool) {
+// xr returns the cached XR with the given UID and the source that holds it.
+func (l lookup) xr(uid types.UID) (*source, any, bool) {
 	for _, s := range l.sourcesWith(route.RoleXR) {
 		objs, err := s.informer.GetIndexer().ByIndex(uidIndex, string(uid))
-		if err != nil || len(objs) == 0 {
-			continue
-		}
-		if m, err := metaAccessor(objs[0]); err == nil {
-			return route.Target{GVK: s.gvk, Namespace: m.GetNamespace(), Name: m.GetName(), UID: uid}, true
+		if err == nil && len(objs) > 0 {
+			return s, objs[0], true
 		}
 	}
-	return route.Target{}, false
+	return nil, nil, false
+}
+
+func (l lookup) XR(uid types.UID) (route.Target, bool) {
+	s, obj, ok := l.xr(uid)
+	if !ok {
+		return route.Target{}, false
+	}
+	m, err := metaAccessor(obj)
+	if err != nil {
+		return route.Target{}, false
+	}
+	return route.Target{GVK: s.gvk, Namespace: m.GetNamespace(), Name: m.GetName(), UID: uid}, true
 }
 
 func (l lookup) ResourcesMode(uid types.UID) bool {
-	var rev string
-	for _, s := range l.sourcesWith(route.RoleXR) {
-		objs, err := s.informer.GetIndexer().ByIndex(uidIndex, string(uid))
-		if err != nil || len(objs) == 0 {
-			continue
-		}
-		if u, ok := objs[0].(*unstructured.Unstructured); ok {
-			rev = object.RevisionName(u)
-		}
-		break
+	_, obj, ok := l.xr(uid)
+	u, isU := obj.(*unstructured.Unstructured)
+	if !ok || !isU {
+		return false
 	}
+	rev := object.RevisionName(u)
 	if rev == "" {
 		return false
 	}
@@ -424,7 +430,7 @@ func (l lookup) ResourcesMode(uid types.UID) bool {
 		}
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			mode, _, _ := unstructured.NestedString(u.Object, "spec", "mode")
-			return mode == "" || mode == "Resources"
+			return mode == "" || v1.CompositionMode(mode) == v1.CompositionModeResources
 		}
 	}
 	return false
