@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -167,6 +168,23 @@ func TestBinderClaimSystem(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The Composition's first revision exists before the claims come, as
+	// on a running platform: the binder names it in each claim's binding.
+	revs, err := env.Resource(revisionStub())
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, func() error {
+		l, err := revs.List(ctx, metav1.ListOptions{LabelSelector: "crossplane.io/composition-name=xfulldbs"})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) == 0 {
+			return errors.New("no CompositionRevision of xfulldbs yet")
+		}
+		return nil
+	})
+
 	resources := []string{"fulldbs", "xfulldbs", "nopresources", "secrets", "events"}
 	before, err := systemWrites(ctx, env, resources)
 	if err != nil {
@@ -227,6 +245,18 @@ func TestBinderClaimSystem(t *testing.T) {
 	if applied != 0 {
 		t.Errorf("server-side applies of XFullDB spec before any claim changed: %.0f, want 0", applied)
 	}
+	// Each claim's spec is written once, by its binding, which names the
+	// Composition's revision too: nothing flows back from the XR later
+	// (that was a second update of every claim). One claim may still see
+	// the revision flow back, if the binder read the object mirror in the
+	// moment before the watcher mirrored the revision.
+	updated, err := env.APIRequests(ctx, map[string]string{"resource": "fulldbs", "verb": "PUT", "subresource": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated > sysClaims+1 {
+		t.Errorf("updates of FullDB claims' spec until Ready: %.0f for %d claims, want at most %d (the binding of each, one spare)", updated, sysClaims, sysClaims+1)
+	}
 
 	// A spec change reaches the composed resource and comes back.
 	for i := range sysClaims {
@@ -261,6 +291,14 @@ func TestBinderClaimSystem(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// revisionStub is an object of kind CompositionRevision, for resourceFor-like lookups.
+func revisionStub() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiextensions.crossplane.io/v1")
+	u.SetKind("CompositionRevision")
+	return u
 }
 
 // dynamicResource is the dynamic client of one kind.

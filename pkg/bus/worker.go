@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/loomxr/loom/pkg/rendezvous"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
@@ -563,26 +563,10 @@ func owner(service string, p int, replicas []string) string {
 	var best string
 	var bestScore uint64
 	for _, r := range replicas {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(service))
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(strconv.Itoa(p)))
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(r))
-		s := mix64(h.Sum64())
+		s := rendezvous.Score(service, strconv.Itoa(p), r)
 		if best == "" || s > bestScore || (s == bestScore && r < best) {
 			best, bestScore = r, s
 		}
 	}
 	return best
-}
-
-// mix64 is the splitmix64 finalizer; it spreads fnv's output evenly.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }

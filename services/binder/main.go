@@ -85,7 +85,10 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 			return w, nil
 		}),
 	}
-	claimOpts := []claim.Option{claim.WithLogger(rt.Log), claim.WithRecorder(rec), claim.WithFirstStatusWait(f.firstStatusWait)}
+	claimOpts := []claim.Option{
+		claim.WithLogger(rt.Log), claim.WithRecorder(rec), claim.WithFirstStatusWait(f.firstStatusWait),
+		claim.WithCompositions(claim.NewCompositions(c, claim.DefaultCompositionsTTL, claim.DefaultCompositionsSize)),
+	}
 	if f.worker.Mirror {
 		// Reads may lag the API server: confirm a wait before writing it.
 		refOpts = append(refOpts, reference.WithConfirmedWaits())

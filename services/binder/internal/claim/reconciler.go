@@ -115,6 +115,11 @@ func WithNameGenerator(g NameGenerator) Option { return func(r *Reconciler) { r.
 // WithClock sets the clock of condition transition times (default: time.Now).
 func WithClock(now func() time.Time) Option { return func(r *Reconciler) { r.now = now } }
 
+// WithCompositions makes a claim's first binding name the Composition and
+// revision its XR will use (see Compositions). Without it they flow back
+// from the XR once the renderer has chosen them.
+func WithCompositions(c *Compositions) Option { return func(r *Reconciler) { r.compositions = c } }
+
 // WithForegroundPoll sets how long to wait before looking again at an XR
 // being deleted in the foreground, in case its deletion event is lost
 // (default 15s).
@@ -158,6 +163,7 @@ type Reconciler struct {
 	foregroundPoll  time.Duration
 	firstStatusWait time.Duration
 	confirmWaits    bool
+	compositions    *Compositions
 }
 
 // NewReconciler returns a Reconciler that reads and writes through c and
@@ -353,6 +359,14 @@ func (r *Reconciler) bind(ctx context.Context, cm *unstructured.Unstructured, d 
 		want, changed := Bind(cm, d, name)
 		if !changed {
 			return cm, false, nil
+		}
+		if name != "" && r.compositions != nil {
+			// A first binding names the Composition and revision too:
+			// they would otherwise flow back from the XR in an update of
+			// their own.
+			for f, v := range r.compositions.Choose(ctx, cm, d) {
+				_ = unstructured.SetNestedField(want.Object, v, "spec", f)
+			}
 		}
 		got, err := r.client.Update(ctx, want)
 		if err == nil {

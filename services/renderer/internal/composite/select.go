@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/composition"
 	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/revision"
@@ -50,11 +49,9 @@ var (
 // compositionSelector (all, without one).
 //
 // Crossplane picks one of several matching Compositions at random. Loom picks
-// deterministically: the one whose name, hashed together with the XR's UID
-// (FNV-1a, 64 bit, then mixed), is highest (rendezvous hashing). The same XR always gets
-// the same Composition, a render repeated after a crash writes the same ref,
-// and XRs still spread evenly over equivalent Compositions; adding or
-// removing a Composition moves only the XRs it wins or won.
+// deterministically by the XR's UID (composition.Choose). A claim's XR
+// usually arrives with its compositionRef already set: the binder chose it
+// when it bound the claim, with the claim's UID.
 func (r *Reconciler) selectComposition(ctx context.Context, st *state, sel *selection) error {
 	cur := st.getString(xcrd.FieldCompositionRef, "name")
 	if ref := st.xrd.Spec.EnforcedCompositionRef; ref != nil {
@@ -80,21 +77,14 @@ func (r *Reconciler) selectComposition(ctx context.Context, st *state, sel *sele
 	if err != nil {
 		return fmt.Errorf("cannot list Compositions: %w", err)
 	}
-	var names []string
-	for i := range items {
-		ref, _, _ := unstructured.NestedString(items[i].Object, "spec", "compositeTypeRef", "apiVersion")
-		kind, _, _ := unstructured.NestedString(items[i].Object, "spec", "compositeTypeRef", "kind")
-		if ref == st.xr.GetAPIVersion() && kind == st.xr.GetKind() && items[i].GetDeletionTimestamp() == nil {
-			names = append(names, items[i].GetName())
-		}
-	}
+	names := composition.Compatible(items, st.xr.GetAPIVersion(), st.xr.GetKind())
 	if len(names) == 0 {
 		if hasSelector {
 			return fmt.Errorf("%w for compositionSelector %s", errNoCompatible, labels.SelectorFromSet(matchLabels))
 		}
 		return errNoCompatible
 	}
-	sel.composition = Choose(st.xr.GetUID(), names)
+	sel.composition = composition.Choose(st.xr.GetUID(), names)
 	sel.patch[xcrd.FieldCompositionRef] = map[string]any{"name": sel.composition}
 	if len(names) > 1 {
 		// A real choice: say which. With one candidate, or a ref from the
@@ -103,35 +93,6 @@ func (r *Reconciler) selectComposition(ctx context.Context, st *state, sel *sele
 		sel.selectedBy = fmt.Sprintf("label selection among %d compatible Compositions", len(names))
 	}
 	return nil
-}
-
-// Choose returns the name among names whose FNV-1a hash with uid is
-// highest, ties broken by the smaller name. names must not be empty.
-func Choose(uid types.UID, names []string) string {
-	names = slices.Clone(names)
-	slices.Sort(names)
-	best, bestHash := "", uint64(0)
-	for _, n := range names {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(uid))
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(n))
-		if s := mix(h.Sum64()); best == "" || s > bestHash {
-			best, bestHash = n, s
-		}
-	}
-	return best
-}
-
-// mix is splitmix64's finalizer: FNV-1a alone spreads names that differ
-// only in their last characters poorly.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }
 
 // selectRevision decides the XR's CompositionRevision. Under the Manual

@@ -311,5 +311,3 @@ func splitPath(path string) []string {
 	}
 	return []string{"spec", xcrd.FieldCrossplane}
 }
-
-func controllerOf(o metav1.Object) *metav1.OwnerReference { return metav1.GetControllerOf(o) }

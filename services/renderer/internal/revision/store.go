@@ -25,8 +25,6 @@ package revision
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,13 +35,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/composition"
 	kitkube "github.com/loomxr/loom/pkg/kube"
 )
 
 // GVKs of the objects this package reads and writes.
 var (
-	CompositionGVK = v1.SchemeGroupVersion.WithKind("Composition")
-	RevisionGVK    = v1.SchemeGroupVersion.WithKind("CompositionRevision")
+	CompositionGVK = composition.CompositionGVK //nolint:gochecknoglobals // Treated as a constant.
+	RevisionGVK    = composition.RevisionGVK    //nolint:gochecknoglobals // Treated as a constant.
 )
 
 // A Reader reads objects.
@@ -97,44 +96,35 @@ func (s *Store) Invalidate(composition string) {
 // List returns the revisions of the named Composition (labelled with its
 // name and controlled by a Composition of that name), from the cache if
 // fresh is false and the cached list is younger than the TTL.
-func (s *Store) List(ctx context.Context, composition string, fresh bool) ([]*v1.CompositionRevision, error) {
+func (s *Store) List(ctx context.Context, comp string, fresh bool) ([]*v1.CompositionRevision, error) {
 	if !fresh && s.ttl > 0 {
 		s.mu.Lock()
-		l, ok := s.lists[composition]
+		l, ok := s.lists[comp]
 		s.mu.Unlock()
 		if ok && s.now().Sub(l.at) < s.ttl {
 			return l.revs, nil
 		}
 	}
-	sel := labels.SelectorFromSet(labels.Set{v1.LabelCompositionName: composition})
 	if !fresh {
 		// The watcher watches every revision: a list that need not show
 		// the newest (one this replica just created) is a scan of the
 		// object mirror, not a LIST.
 		ctx = kitkube.WholeKind(ctx)
 	}
-	items, err := s.r.List(ctx, RevisionGVK, "", sel)
+	items, err := s.r.List(ctx, RevisionGVK, "", composition.RevisionsOf(comp))
 	if err != nil {
-		return nil, fmt.Errorf("cannot list revisions of Composition %q: %w", composition, err)
+		return nil, fmt.Errorf("cannot list revisions of Composition %q: %w", comp, err)
 	}
-	revs := make([]*v1.CompositionRevision, 0, len(items))
-	for i := range items {
-		rev, err := decode(&items[i])
-		if err != nil {
-			return nil, err
-		}
-		if c := controllerOf(rev); c == nil || c.Kind != CompositionGVK.Kind || c.Name != composition {
-			continue
-		}
-		revs = append(revs, rev)
+	revs, err := composition.Revisions(items, comp)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(revs, func(a, b *v1.CompositionRevision) int { return strings.Compare(a.GetName(), b.GetName()) })
 	if s.ttl > 0 {
 		s.mu.Lock()
 		if len(s.lists) >= maxCachedLists {
 			s.lists, s.byName = map[string]cachedList{}, map[string]*v1.CompositionRevision{}
 		}
-		s.lists[composition] = cachedList{revs: revs, at: s.now()}
+		s.lists[comp] = cachedList{revs: revs, at: s.now()}
 		for _, r := range revs {
 			s.byName[r.GetName()] = r
 		}
@@ -177,20 +167,10 @@ func (s *Store) Get(ctx context.Context, name string, fresh bool) (*v1.Compositi
 }
 
 // Latest returns the revision with the highest number among revs whose
-// labels match sel (nil matches all), or nil if none does. Equal numbers
-// (which Loom never creates) are broken by name, so the choice is stable.
+// labels match sel (nil matches all), or nil if none does (see
+// composition.Latest).
 func Latest(revs []*v1.CompositionRevision, sel labels.Selector) *v1.CompositionRevision {
-	var best *v1.CompositionRevision
-	for _, r := range revs {
-		if sel != nil && !sel.Matches(labels.Set(r.GetLabels())) {
-			continue
-		}
-		if best == nil || r.Spec.Revision > best.Spec.Revision ||
-			(r.Spec.Revision == best.Spec.Revision && r.GetName() > best.GetName()) {
-			best = r
-		}
-	}
-	return best
+	return composition.Latest(revs, sel)
 }
 
 func decode(u *unstructured.Unstructured) (*v1.CompositionRevision, error) {
