@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/loomxr/loom/e2e/framework"
@@ -504,11 +505,15 @@ func TestTrace(t *testing.T) {
 
 // TestTraceWatch checks that `loomctl trace --watch` prints the trace again
 // when it changes: a claim that becomes Ready is printed at least twice,
-// the last time Available.
+// the last time Available. The claim is created paused, so that the first
+// print shows it before it is Ready however fast Loom is, and unpaused once
+// that print is out.
 func TestTraceWatch(t *testing.T) {
 	env := traceSetup(t)
 	bin := traceLoomctl(t)
-	framework.ApplyYAML(t, traceClaim("trace-watch", "trace-ok", "large"))
+	claim := traceClaim("trace-watch", "trace-ok", "large")
+	claim = strings.Replace(claim, "  namespace: trace-e2e\n", "  namespace: trace-e2e\n  annotations: {crossplane.io/paused: \"true\"}\n", 1)
+	framework.ApplyYAML(t, claim)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
@@ -525,6 +530,16 @@ func TestTraceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	framework.Eventually(t, time.Minute, func() error {
+		if !strings.Contains(out.String(), "NAME") {
+			return fmt.Errorf("no trace printed yet:\n%s", out.String())
+		}
+		return nil
+	})
+	patch := []byte(`{"metadata":{"annotations":{"crossplane.io/paused":null}}}`)
+	if _, err := traceClaims(env.Dynamic).Patch(ctx, "trace-watch", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	framework.Eventually(t, time.Minute, func() error {
 		s := out.String()
 		if strings.Count(s, "NAME") < 2 {

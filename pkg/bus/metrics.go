@@ -49,7 +49,7 @@ func newMetrics() *metrics {
 	// Instrument creation fails only for invalid names, which are constants
 	// here; a failed instrument is a no-op one, so errors are dropped.
 	pub, _ := m.Int64Counter("loom.bus.events.published",
-		metric.WithDescription("Events published to the bus, by service (the receiving one), target kind and outcome (ok, error)."))
+		metric.WithDescription("Events published to the bus, by service (the receiving one), target kind, outcome (ok, error), the kind of the object that changed (source) and the event's type (added, modified, deleted, resync, requeue)."))
 	han, _ := m.Int64Counter("loom.bus.events.handled",
 		metric.WithDescription("Events handled by workers, by service, target kind and outcome."))
 	dur, _ := m.Float64Histogram("loom.bus.handle.duration", metric.WithUnit("s"),
@@ -83,13 +83,14 @@ func newMetrics() *metrics {
 		throttledC: thr, runsC: runs, queueWaitH: qw, peakRunsG: peak}
 }
 
-func (m *metrics) published(service, kind string, err error) {
+func (m *metrics) published(service, kind, source, typ string, err error) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
 	}
 	m.publishedC.Add(context.Background(), 1, metric.WithAttributes(
-		attribute.String("service", service), attribute.String("kind", kind), attribute.String("outcome", outcome)))
+		attribute.String("service", service), attribute.String("kind", kind), attribute.String("outcome", outcome),
+		attribute.String("source", source), attribute.String("type", typ)))
 }
 
 func (m *metrics) handled(service, kind, outcome string, d time.Duration) {

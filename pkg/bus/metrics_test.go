@@ -46,12 +46,12 @@ func TestMetrics(t *testing.T) {
 	}
 
 	want := map[string]int64{
-		"loom.bus.events.published{kind=XMetric,outcome=ok,service=binder}":     1,
-		"loom.bus.events.handled{kind=XMetric,outcome=error,service=binder}":    1,
-		"loom.bus.events.handled{kind=XMetric,outcome=success,service=binder}":  1,
-		"loom.bus.redeliveries{kind=XMetric,service=binder}":                    1,
-		"loom.bus.handle.duration{kind=XMetric,outcome=success,service=binder}": 1,
-		"loom.bus.handle.duration{kind=XMetric,outcome=error,service=binder}":   1,
+		"loom.bus.events.published{kind=XMetric,outcome=ok,service=binder,source=XMetric,type=modified}": 1,
+		"loom.bus.events.handled{kind=XMetric,outcome=error,service=binder}":                             1,
+		"loom.bus.events.handled{kind=XMetric,outcome=success,service=binder}":                           1,
+		"loom.bus.redeliveries{kind=XMetric,service=binder}":                                             1,
+		"loom.bus.handle.duration{kind=XMetric,outcome=success,service=binder}":                          1,
+		"loom.bus.handle.duration{kind=XMetric,outcome=error,service=binder}":                            1,
 	}
 	var got map[string]int64
 	gauges := func() (pending, ackPending int) {

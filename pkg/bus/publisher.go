@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,7 +129,7 @@ func (p *Publisher) Publish(ctx context.Context, service string, ev *eventsv1.Ev
 	}
 	p.pending++
 	p.mu.Unlock()
-	go p.await(f, service, msgKind(ev)) //nolint:gosec // The acknowledgement outlives the publishing request on purpose.
+	go p.await(f, service, ev) //nolint:gosec // The acknowledgement outlives the publishing request on purpose.
 	return nil
 }
 
@@ -233,6 +234,12 @@ func msgKind(ev *eventsv1.Event) string {
 	return ev.GetObject().GetKind()
 }
 
+// msgType is ev's type in lower case (added, modified, deleted, resync,
+// requeue), for metrics.
+func msgType(ev *eventsv1.Event) string {
+	return strings.ToLower(strings.TrimPrefix(ev.GetType().String(), "EVENT_TYPE_"))
+}
+
 // MsgID is the deduplication ID of an event: target UID, object UID,
 // resourceVersion and type, or "" when the event has no resourceVersion.
 func MsgID(ev *eventsv1.Event) string {
@@ -248,7 +255,7 @@ func MsgID(ev *eventsv1.Event) string {
 
 // await waits for the acknowledgement of f, resending the message on failure,
 // then frees its slot.
-func (p *Publisher) await(f jetstream.PubAckFuture, service, kind string) {
+func (p *Publisher) await(f jetstream.PubAckFuture, service string, ev *eventsv1.Event) {
 	var err error
 	select {
 	case <-f.Ok():
@@ -268,7 +275,7 @@ func (p *Publisher) await(f jetstream.PubAckFuture, service, kind string) {
 			err = nil
 		}
 	}
-	p.metrics.published(service, kind, err)
+	p.metrics.published(service, msgKind(ev), ev.GetObject().GetKind(), msgType(ev), err)
 	p.mu.Lock()
 	if err != nil {
 		p.log.Info("cannot publish event", "subject", f.Msg().Subject, "error", err)

@@ -2,12 +2,15 @@ package claim
 
 import (
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/apply"
+	"github.com/loomxr/loom/pkg/condition"
 )
 
 // Well-known keys, as Crossplane v1 defines them.
@@ -364,8 +367,9 @@ func statusFields(src *unstructured.Unstructured) map[string]any {
 }
 
 // StatusIntent returns the binder's fully specified status apply intent for
-// claim cm: the status fields mirrored from src (see statusFields) and the
-// supplied conditions, already rendered (see condition.List).
+// claim cm: the status fields mirrored from src (see statusFields), the
+// supplied conditions, already rendered (see condition.List), and
+// connectionDetails.lastPublishedTime (see lastPublished).
 func StatusIntent(cm, src *unstructured.Unstructured, conditions []any) *unstructured.Unstructured {
 	in := &unstructured.Unstructured{Object: map[string]any{}}
 	in.SetGroupVersionKind(cm.GroupVersionKind())
@@ -373,6 +377,45 @@ func StatusIntent(cm, src *unstructured.Unstructured, conditions []any) *unstruc
 	in.SetName(cm.GetName())
 	status := statusFields(src)
 	status["conditions"] = conditions
+	if t := lastPublished(cm, src); t != "" {
+		status["connectionDetails"] = map[string]any{"lastPublishedTime": t}
+	}
 	in.Object["status"] = status
 	return in
+}
+
+// lastPublished returns the claim's status.connectionDetails.lastPublishedTime
+// as the binder writes it with the rest of the claim's status, so that the
+// claim's status is written once rather than once by the binder and once by
+// the secrets service: the later of the claim's own value and, when the
+// claim asks for a connection Secret (spec.writeConnectionSecretToRef) and
+// its XR src is Ready (the secrets service copies the XR's Secret to the
+// claim's once the XR is Ready, as Crossplane does) or was published to the
+// claim before, the XR's. The XR's value is when the XR's connection Secret
+// last changed, which is when the claim's changes too. A claim's own value
+// is always kept (a claim adopted from Crossplane keeps Crossplane's time);
+// "" means the claim has none.
+func lastPublished(cm, src *unstructured.Unstructured) string {
+	cur, _, _ := unstructured.NestedString(cm.Object, "status", "connectionDetails", "lastPublishedTime")
+	if src == nil || src == cm || nestedString(cm, "spec", "writeConnectionSecretToRef", "name") == "" {
+		return cur
+	}
+	xr, _, _ := unstructured.NestedString(src.Object, "status", "connectionDetails", "lastPublishedTime")
+	if xr == "" || (cur == "" && !condition.IsTrue(src, common.TypeReady)) {
+		return cur
+	}
+	return later(cur, xr)
+}
+
+// later returns the later of two RFC 3339 times; an unparsable one loses.
+func later(a, b string) string {
+	ta, errA := time.Parse(time.RFC3339, a)
+	tb, errB := time.Parse(time.RFC3339, b)
+	switch {
+	case errA != nil:
+		return b
+	case errB != nil || !tb.After(ta):
+		return a
+	}
+	return b
 }

@@ -447,6 +447,64 @@ func TestStatusIntent(t *testing.T) {
 	}
 }
 
+func TestLastPublished(t *testing.T) {
+	const t1, t2 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
+	claim := func(wants bool, cur string) *unstructured.Unstructured {
+		spec := map[string]any{}
+		if wants {
+			spec["writeConnectionSecretToRef"] = map[string]any{"name": "db-conn"}
+		}
+		cm := claimObj(spec, nil)
+		if cur != "" {
+			cm.Object["status"] = map[string]any{"connectionDetails": map[string]any{"lastPublishedTime": cur}}
+		}
+		return cm
+	}
+	xr := func(ready bool, last string) *unstructured.Unstructured {
+		st := "False"
+		if ready {
+			st = "True"
+		}
+		status := map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": st}}}
+		if last != "" {
+			status["connectionDetails"] = map[string]any{"lastPublishedTime": last}
+		}
+		return u(map[string]any{"status": status})
+	}
+	cases := map[string]struct {
+		reason string
+		cm     *unstructured.Unstructured
+		src    *unstructured.Unstructured
+		want   string
+	}{
+		"ReadyXR":      {reason: "A Ready XR's time is the claim's, when the claim asks for a Secret.", cm: claim(true, ""), src: xr(true, t1), want: t1},
+		"NotReadyYet":  {reason: "Before the XR is Ready the claim's Secret is not written: no time.", cm: claim(true, ""), src: xr(false, t1), want: ""},
+		"NotAsked":     {reason: "A claim without writeConnectionSecretToRef gets no time.", cm: claim(false, ""), src: xr(true, t1), want: ""},
+		"Newer":        {reason: "A newer publication (a rotated password) moves the claim's time, Ready or not.", cm: claim(true, t1), src: xr(false, t2), want: t2},
+		"AdoptedNewer": {reason: "A claim's own later time (Crossplane's, written after the XR's) stays.", cm: claim(true, t2), src: xr(true, t1), want: t2},
+		"KeepsOwn":     {reason: "A claim's time is kept when the XR has none.", cm: claim(true, t1), src: xr(true, ""), want: t1},
+		"SelfSource":   {reason: "With the claim as its own source (paused, refused), its time stays.", cm: claim(true, t1), want: t1},
+		"Unparsable":   {reason: "An XR time that does not parse does not replace the claim's.", cm: claim(true, t1), src: xr(true, "yesterday"), want: t1},
+		"NoTimeAnyway": {reason: "Nothing anywhere: no time.", cm: claim(true, ""), src: xr(true, ""), want: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			src := tc.src
+			if src == nil {
+				src = tc.cm
+			}
+			if diff := cmp.Diff(tc.want, lastPublished(tc.cm, src)); diff != "" {
+				t.Errorf("%s\nlastPublished(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			got := StatusIntent(tc.cm, src, nil)
+			gotT, _, _ := unstructured.NestedString(got.Object, "status", "connectionDetails", "lastPublishedTime")
+			if gotT != tc.want {
+				t.Errorf("%s\nStatusIntent(...): lastPublishedTime %q, want %q", tc.reason, gotT, tc.want)
+			}
+		})
+	}
+}
+
 func TestIsReserved(t *testing.T) {
 	cases := map[string]struct {
 		reason string

@@ -74,11 +74,11 @@ var grants = []grant{ //nolint:gochecknoglobals // Treated as a constant.
 	{role: Renderer, claim: true, verbs: []string{"list", "delete"}},
 
 	// Connection Secret references, readiness; the ConnectionDetailsReady
-	// condition and lastPublishedTime by server-side apply.
+	// condition and lastPublishedTime by server-side apply. A claim is
+	// read for where its copy goes; its lastPublishedTime is the binder's.
 	{role: Secrets, verbs: []string{"get"}},
 	{role: Secrets, sub: "status", verbs: []string{"get", "patch"}},
 	{role: Secrets, claim: true, verbs: []string{"get"}},
-	{role: Secrets, claim: true, sub: "status", verbs: []string{"get", "patch"}},
 
 	// XRs that Usages name (cluster-scoped, so never claims): read and
 	// selected by label; the in-use label and the refused deletion's

@@ -52,7 +52,7 @@ func TestRules(t *testing.T) {
 	}
 	withClaim[Secrets] = []rbacv1.PolicyRule{
 		rule("a.org", []string{"get"}, "xdbs", "dbs"),
-		rule("a.org", []string{"get", "patch"}, "xdbs/status", "dbs/status"),
+		rule("a.org", []string{"get", "patch"}, "xdbs/status"),
 	}
 	withClaim[Admission] = []rbacv1.PolicyRule{rule("a.org", []string{"get", "list", "patch", "delete"}, "xdbs")}
 	withClaim[Edit] = []rbacv1.PolicyRule{rule("a.org", []string{"*"}, "dbs", "dbs/status")}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,7 @@ import (
 )
 
 // copyToClaim copies data to the Secret of the XR's claim, if it is bound
-// to one that asks for it.
+// to one that asks for it, and reports whether it wrote the Secret.
 func (r *Reconciler) copyToClaim(ctx context.Context, st *xrState, data map[string][]byte) (bool, error) {
 	apiVersion, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "apiVersion")
 	kind, _, _ := unstructured.NestedString(st.xr.Object, "spec", "claimRef", "kind")
@@ -45,21 +44,10 @@ func (r *Reconciler) copyToClaim(ctx context.Context, st *xrState, data map[stri
 	deps := st.deps
 	deps.Secrets = append(slices.Clone(st.deps.Secrets), k)
 	r.tracker.Track(st.target, deps)
-	wrote, err := r.store.Ensure(ctx, secret.Desired{Key: k, Owner: ownerRef(claim), Data: data})
-	if err != nil || !wrote {
-		return wrote, err
-	}
-	// Like Crossplane, the claim records when its Secret last changed.
-	intent := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": claim.GetAPIVersion(),
-		"kind":       claim.GetKind(),
-		"metadata":   map[string]any{"name": claim.GetName(), "namespace": claim.GetNamespace()},
-		"status":     map[string]any{"connectionDetails": map[string]any{"lastPublishedTime": r.now().UTC().Format(time.RFC3339)}},
-	}}
-	if _, err := r.client.ApplyStatus(ctx, intent); err != nil {
-		return true, fmt.Errorf("cannot apply the status of claim %s %s/%s: %w", kind, ns, name, err)
-	}
-	return true, nil
+	// The claim's status.connectionDetails.lastPublishedTime is the
+	// binder's: it copies the XR's with the rest of the claim's status,
+	// one write of the claim's status instead of two.
+	return r.store.Ensure(ctx, secret.Desired{Key: k, Owner: ownerRef(claim), Data: data})
 }
 
 // ownerRef makes o the controller of a Secret.

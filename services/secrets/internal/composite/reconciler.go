@@ -29,8 +29,9 @@
 //     not written while keys are still coming, which saves writes;
 //  5. once the XR is Ready (as Crossplane does), copies the data to the
 //     claim's Secret, spec.writeConnectionSecretToRef.name in the claim's
-//     namespace, controlled by the claim, and sets the claim's
-//     status.connectionDetails.lastPublishedTime when it changed;
+//     namespace, controlled by the claim (the binder copies the XR's
+//     status.connectionDetails.lastPublishedTime to the claim's status
+//     with the rest of it, so this service writes no claim);
 //  6. applies its condition, ConnectionDetailsReady, and
 //     status.connectionDetails.lastPublishedTime (set when the XR's Secret
 //     data changed) to the XR's status with server-side apply (field

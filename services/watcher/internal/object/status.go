@@ -36,9 +36,10 @@ const (
 	StatusPatchable
 
 	// StatusClaim is what the binder copies to the XR's claim: the status
-	// outside compositeOnlyStatus, the Ready condition's status and the
-	// conditions of the types in status.claimConditionTypes; and whether
-	// the XR has a status at all (the claim's first status waits for it).
+	// outside compositeOnlyStatus, the Ready condition's status, the
+	// conditions of the types in status.claimConditionTypes and, while the
+	// XR is Ready, connectionDetails.lastPublishedTime; and whether the XR
+	// has a status at all (the claim's first status waits for it).
 	StatusClaim
 
 	// StatusAll is every part; it is the change when either summary is
@@ -88,6 +89,14 @@ func statusSummary(u *unstructured.Unstructured) string {
 	}
 	hashValue(claim, without(status, compositeOnlyStatus))
 	_, _ = io.WriteString(claim, ready)
+	if ready == "True" {
+		// The binder copies the time the XR's connection Secret last
+		// changed to the claim once the XR is Ready (the secrets service
+		// copies the Secret itself then).
+		cd, _ := status["connectionDetails"].(map[string]any)
+		last, _ := cd["lastPublishedTime"].(string)
+		_, _ = io.WriteString(claim, "\x00"+last)
+	}
 	types, _ := status["claimConditionTypes"].([]any)
 	for _, c := range conds {
 		m, ok := c.(map[string]any)

@@ -1,6 +1,7 @@
 package object
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -95,6 +96,18 @@ status:
 			}
 		})
 	}
+
+	t.Run("PublishedWhileReady", func(t *testing.T) {
+		// While the XR is Ready, a new time of its connection Secret is
+		// copied to the claim by the binder; before, it concerns no one
+		// (case ConnectionDetails), and Ready brings it along.
+		ready := strings.Replace(base, `{type: Ready, status: "False", reason: Creating, message: "1 of 3 ready"}`, `{type: Ready, status: "True", reason: Available}`, 1)
+		old := parse(t, ready)
+		cur := parse(t, strings.Replace(ready, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", 1))
+		if got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur)); got != StatusClaim {
+			t.Errorf("A Ready XR's new lastPublishedTime concerns the claim's mirror: got %03b, want %03b", got, StatusClaim)
+		}
+	})
 
 	t.Run("FirstStatus", func(t *testing.T) {
 		// The renderer's first status may hold nothing but a Synced

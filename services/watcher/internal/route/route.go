@@ -18,7 +18,7 @@
 //	                              binder    the XR (*)
 //	                              binder    its claim (spec.claimRef, if cached)
 //	claim                         binder    the claim (*)
-//	                              secrets   the claim (*)
+//	                              secrets   the claim (*), not when created
 //	composed resource (labelled   renderer  the controlling XR
 //	crossplane.io/composite, with binder    the controlling XR
 //	a controller reference)       secrets   the controlling XR
@@ -295,8 +295,14 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		// What the binder alone writes to a claim (its resourceRef and
 		// finalizer, the fields it propagates back) is news to neither
 		// service: the secrets service finds a claim through its XR's
-		// claimRef, a change of the XR.
-		add("claim changed", self, Binder, Secrets)
+		// claimRef, a change of the XR. So is a claim's creation to the
+		// secrets service: its XR, created after it, brings the claim
+		// along; only a later change of the claim (a new
+		// writeConnectionSecretToRef) is news.
+		add("claim changed", self, Binder)
+		if !o.Created {
+			add("claim changed", self, Secrets)
+		}
 	}
 	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {
 		xr := controllerTarget(o, l)

@@ -251,8 +251,14 @@ func TestRoute(t *testing.T) {
 				{Service: Secrets, Target: claim, Reason: "claim changed"},
 			},
 		},
+		"ClaimCreated": {
+			reason: "A new claim goes to the binder only: the secrets service hears of it through its XR, which the binder creates with a claimRef.",
+			o:      with(obj(gvkClaim, claim.Namespace, claim.Name, claim.UID), func(o *Object) { o.Created = true }),
+			roles:  RoleClaim,
+			want:   []Delivery{{Service: Binder, Target: claim, Reason: "claim changed"}},
+		},
 		"ClaimStatus": {
-			reason: "A change of a claim's status alone goes nowhere: the binder and secrets wrote it.",
+			reason: "A change of a claim's status alone goes nowhere: the binder wrote it.",
 			o:      with(obj(gvkClaim, claim.Namespace, claim.Name, claim.UID), func(o *Object) { o.StatusOnly = true }),
 			roles:  RoleClaim,
 		},
