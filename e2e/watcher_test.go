@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,6 +193,19 @@ spec:
           status: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `
 
+const watcherE2ERule = `
+apiVersion: loom.dev/v1alpha1
+kind: ReferenceRule
+metadata: {name: watcher-e2e}
+spec:
+  for: {apiVersion: watcher.e2e.loom.dev/v1alpha1, kind: XGadget}
+  references:
+  - valueField: spec.gadget
+    referenceField: spec.gadgetRef
+    target: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+    fromFieldPath: metadata.name
+`
+
 const watcherE2EClaimCRD = `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -274,6 +288,27 @@ func TestWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.ApplyYAML(t, string(example), watcherE2EKinds)
+	// The binder hears of an XR and its composed resources only where a
+	// ReferenceRule names a kind the XR composes. This rule names
+	// NopResource as a target (for XGadgets, which nothing composes, so
+	// the binder resolves nothing with it). The binder's Synced condition
+	// on it says the binder had its event, so the watcher knows it.
+	rule := framework.ApplyYAML(t, watcherE2ERule)[0]
+	rules, err := env.Resource(rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rules.Delete(context.Background(), rule.GetName(), metav1.DeleteOptions{}) })
+	framework.Eventually(t, time.Minute, func() error {
+		got, err := rules.Get(ctx, rule.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s, _, _ := condition(got, "Synced"); s == "" {
+			return fmt.Errorf("ReferenceRule %s has no Synced condition yet", rule.GetName())
+		}
+		return nil
+	})
 
 	get := func(o *unstructured.Unstructured) *unstructured.Unstructured {
 		t.Helper()

@@ -53,6 +53,7 @@ const (
 	ShapeXR
 	ShapeClaim
 	ShapeRevision
+	ShapeRule
 )
 
 // fields is a tree of kept field names. A nil subtree keeps the whole value.
@@ -97,6 +98,10 @@ var (
 		}},
 		ShapeClaim:    {"spec": {"resourceRef": nil}},
 		ShapeRevision: {"spec": {"mode": nil}},
+		ShapeRule: {"spec": {
+			"for":        {"apiVersion": nil, "kind": nil},
+			"references": {"target": {"apiVersion": nil, "kind": nil}},
+		}},
 	}
 )
 

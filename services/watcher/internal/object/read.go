@@ -77,6 +77,30 @@ func ResourceKinds(u *unstructured.Unstructured) []schema.GroupVersionKind {
 	return sortGVKs(out)
 }
 
+// RuleKinds returns the kinds a ReferenceRule names: spec.for and the
+// target of each of spec.references. Entries without a kind are skipped.
+func RuleKinds(u *unstructured.Unstructured) []schema.GroupKind {
+	var out []schema.GroupKind
+	add := func(m map[string]any) {
+		if k := str(m, "kind"); k != "" {
+			gv, _ := schema.ParseGroupVersion(str(m, "apiVersion"))
+			out = append(out, schema.GroupKind{Group: gv.Group, Kind: k})
+		}
+	}
+	if m, ok, _ := unstructured.NestedMap(u.Object, "spec", "for"); ok {
+		add(m)
+	}
+	l, _, _ := unstructured.NestedSlice(u.Object, "spec", "references")
+	for _, e := range l {
+		if m, ok := e.(map[string]any); ok {
+			if t, ok := m["target"].(map[string]any); ok {
+				add(t)
+			}
+		}
+	}
+	return out
+}
+
 // TemplateKinds returns the kinds the templates of a Composition compose:
 // the base apiVersion and kind of spec.resources[] and of the resources of
 // each pipeline step's input (function-patch-and-transform's input has that

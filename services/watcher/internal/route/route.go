@@ -15,14 +15,22 @@
 //	ReferenceRule (loom.dev)      binder    the ReferenceRule
 //	XR                            renderer  the XR
 //	                              secrets   the XR
-//	                              binder    the XR (*)
+//	                              binder    the XR (*) (**)
 //	                              binder    its claim (spec.claimRef, if cached)
 //	claim                         binder    the claim (*)
 //	                              secrets   the claim (*), not when created
 //	composed resource (labelled   renderer  the controlling XR
-//	crossplane.io/composite, with binder    the controlling XR
+//	crossplane.io/composite, with binder    the controlling XR (**)
 //	a controller reference)       secrets   the controlling XR
 //	watched on request of XRs     renderer  each requesting XR
+//
+// (**) Only where a ReferenceRule names the composed resource's kind (or,
+// for an XR, one of the kinds its resourceRefs name), as the kind whose
+// references it resolves or as a target: the binder reconciles an XR only
+// to resolve references among its composed resources. A rule made later
+// reaches the XRs it concerns through the binder's fan-out of the rule.
+// Platforms moved from Crossplane have no ReferenceRules at all, and their
+// composed resources' changes then never wake the binder.
 //
 // (*) Not for a change of the status alone (Object.StatusOnly): the binder
 // reads nothing from a claim's status, or from its XR target's status, but
@@ -168,6 +176,8 @@ type Object struct {
 	Writers []string
 	// Created is true for the creation of the object.
 	Created bool
+	// ComposedKinds are, for an XR, the kinds its spec.resourceRefs name.
+	ComposedKinds []schema.GroupKind
 }
 
 // fieldManagers are the field managers of the services' writes.
@@ -212,6 +222,10 @@ type Lookup interface {
 	// a cached CompositionRevision whose spec.mode is Resources or unset.
 	// It is false when that is not known.
 	ResourcesMode(uid types.UID) bool
+	// Referenced reports whether a ReferenceRule names kind gk, as the
+	// kind whose references it resolves (spec.for) or as a target, or
+	// whether that is not known (the rules are not listed yet).
+	Referenced(gk schema.GroupKind) bool
 }
 
 // Route returns the deliveries a change of o causes, given the roles its kind
@@ -259,6 +273,13 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 	}
 	nested := roles.Has(RoleXR|RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite)
 	if roles.Has(RoleXR) {
+		// The binder reconciles an XR (as opposed to its claim) only to
+		// resolve the references among its composed resources: an XR
+		// none of whose composed kinds a ReferenceRule names has none.
+		resolvers := []string{Secrets}
+		if slices.ContainsFunc(o.ComposedKinds, l.Referenced) {
+			resolvers = append(resolvers, Binder)
+		}
 		switch {
 		case !o.StatusOnly && nested:
 			// The renderer's write of a nested XR is its parent's render
@@ -266,9 +287,9 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// reconcile that writes nothing): the nested XR's render has
 			// yet to see it.
 			add("composite resource changed", self, Renderer)
-			deliver(false, true, "composite resource changed", self, Secrets, Binder)
+			deliver(false, true, "composite resource changed", self, resolvers...)
 		case !o.StatusOnly:
-			deliver(false, true, "composite resource changed", self, Renderer, Secrets, Binder)
+			deliver(false, true, "composite resource changed", self, append([]string{Renderer}, resolvers...)...)
 		default:
 			if o.StatusChanged&object.StatusPatchable != 0 {
 				add("composite resource status changed", self, Renderer)
@@ -306,19 +327,25 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 	}
 	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {
 		xr := controllerTarget(o, l)
+		// The binder hears of a composed resource only where a
+		// ReferenceRule names its kind (see the XR's case above).
+		readers := []string{Secrets}
+		if l.Referenced(o.GVK.GroupKind()) {
+			readers = append(readers, Binder)
+		}
 		switch {
 		case o.StatusOnly && nested && o.StatusChanged&(object.StatusReady|object.StatusPatchable) != 0:
 			// The renderer wrote the nested XR's status in the nested
 			// XR's render; its parent reads readiness and patchable
 			// fields from it.
 			add("composed resource status changed", xr, Renderer)
-			deliver(false, true, "composed resource status changed", xr, Binder, Secrets)
+			deliver(false, true, "composed resource status changed", xr, readers...)
 		case o.StatusOnly:
 			// Not urgent: the watcher cannot tell a composed resource
 			// turning Ready from one whose status never settles, and a
 			// poisoned XR whose resources keep changing would then take
 			// the urgent lane from everyone (TestIsolation).
-			deliver(false, true, "composed resource status changed", xr, Renderer, Binder, Secrets)
+			deliver(false, true, "composed resource status changed", xr, append([]string{Renderer}, readers...)...)
 		default:
 			// The renderer hears of the creations it made in mode
 			// Pipeline: functions see a composed resource (to judge it
@@ -327,7 +354,7 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// API server's answer already, so the creation would cost a
 			// render that changes nothing.
 			deliver(false, !o.Created || l.ResourcesMode(o.Controller.UID), "composed resource changed", xr, Renderer)
-			deliver(false, true, "composed resource changed", xr, Binder, Secrets)
+			deliver(false, true, "composed resource changed", xr, readers...)
 		}
 	}
 	if roles.Has(RoleRequested) {

@@ -17,6 +17,9 @@ type caches struct {
 	xrs        map[types.UID]Target
 	requesters map[types.UID][]types.UID // object UID -> XR UIDs
 	resources  map[types.UID]bool        // XRs known to compose in mode Resources
+	// unreferenced are the kinds no ReferenceRule names; every other
+	// kind is referenced.
+	unreferenced map[schema.GroupKind]bool
 }
 
 func (c caches) Claim(gk schema.GroupKind, namespace, name string) (Target, bool) {
@@ -32,6 +35,8 @@ func (c caches) XR(uid types.UID) (Target, bool) {
 func (c caches) Requesters(o object.Meta) []types.UID { return c.requesters[o.UID] }
 
 func (c caches) ResourcesMode(uid types.UID) bool { return c.resources[uid] }
+
+func (c caches) Referenced(gk schema.GroupKind) bool { return !c.unreferenced[gk] }
 
 var (
 	gvkXRD      = object.KindXRD
@@ -64,13 +69,28 @@ var (
 	}
 )
 
+// unreferenced returns lookup with kinds no ReferenceRule names.
+func unreferenced(gvks ...schema.GroupVersionKind) caches {
+	c := lookup
+	c.unreferenced = map[schema.GroupKind]bool{}
+	for _, g := range gvks {
+		c.unreferenced[g.GroupKind()] = true
+	}
+	return c
+}
+
 func controller(apiVersion, kind, name string, uid types.UID) *metav1.OwnerReference {
 	t := true
 	return &metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: &t}
 }
 
+// obj returns an object of kind gvk; an XR composes NopResources.
 func obj(gvk schema.GroupVersionKind, namespace, name string, uid types.UID) Object {
-	return Object{Meta: object.Meta{GVK: gvk, Namespace: namespace, Name: name, UID: uid, ResourceVersion: "1"}}
+	o := Object{Meta: object.Meta{GVK: gvk, Namespace: namespace, Name: name, UID: uid, ResourceVersion: "1"}}
+	if gvk == gvkXR {
+		o.ComposedKinds = []schema.GroupKind{gvkNop.GroupKind()}
+	}
+	return o
 }
 
 func with(o Object, f func(*Object)) Object { f(&o); return o }
@@ -84,7 +104,9 @@ func TestRoute(t *testing.T) {
 		reason string
 		o      Object
 		roles  Role
-		want   []Delivery
+		// l is the lookup; nil for lookup, where every kind is referenced.
+		l    Lookup
+		want []Delivery
 	}{
 		"XRD": {
 			reason: "An XRD goes to the renderer, targeting itself.",
@@ -549,10 +571,69 @@ func TestRoute(t *testing.T) {
 			reason: "An object whose kind plays no role goes nowhere.",
 			o:      nop,
 		},
+		"BoundXRNoRules": {
+			reason: "Where no ReferenceRule names the kinds an XR composes, the binder hears of the XR for its claim only.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+			}),
+			roles: RoleXR,
+			l:     unreferenced(gvkNop),
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"XROneReferencedKind": {
+			reason: "One referenced kind among an XR's composed kinds is enough for the binder.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ComposedKinds = []schema.GroupKind{gvkCM.GroupKind(), gvkNop.GroupKind()}
+			}),
+			roles: RoleXR,
+			l:     unreferenced(gvkCM),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composite resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"NewXRNoResources": {
+			reason: "An XR that composes nothing yet has no references to resolve.",
+			o:      with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) { o.ComposedKinds = nil }),
+			roles:  RoleXR,
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"ComposedNoRules": {
+			reason: "A composed resource whose kind no ReferenceRule names does not go to the binder.",
+			o:      nop,
+			roles:  RoleComposed,
+			l:      unreferenced(gvkNop),
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedStatusNoRules": {
+			reason: "Nor does its status.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true }),
+			roles:  RoleComposed,
+			l:      unreferenced(gvkNop),
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := Route(tc.o, tc.roles, lookup)
+			l := tc.l
+			if l == nil {
+				l = lookup
+			}
+			got := Route(tc.o, tc.roles, l)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nRoute(): -want, +got:\n%s", tc.reason, diff)
 			}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -85,18 +86,13 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 		return
 	}
 	w.crashIfArmed(m)
-	o := route.Object{Meta: m}
+	o := routeObject(m, roles, obj)
 	if old != nil {
 		o.Writers = object.Writers(*old, m)
 		o.Created = old.UID == ""
 		if object.StatusOnly(*old, m) {
 			o.StatusOnly = true
 			o.StatusChanged = object.StatusChanges(*old, m)
-		}
-	}
-	if roles&route.RoleXR != 0 {
-		if u := object.Unstructured(obj); u != nil {
-			o.ClaimRef = object.ClaimRef(u)
 		}
 	}
 	ctx, span := w.startSpan(m, typ, w.owners(m, o.ClaimRef)...)
@@ -111,6 +107,22 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	if roles&route.RoleClaim != 0 && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
 		w.claimArrived(m)
 	}
+}
+
+// routeObject returns the cached object obj, with metadata m, as routing
+// sees it: for an XR, with the claim it is bound to and the kinds it
+// composes.
+func routeObject(m object.Meta, roles route.Role, obj any) route.Object {
+	o := route.Object{Meta: m}
+	if roles&route.RoleXR != 0 {
+		if u := object.Unstructured(obj); u != nil {
+			o.ClaimRef = object.ClaimRef(u)
+			for _, k := range object.ResourceKinds(u) {
+				o.ComposedKinds = append(o.ComposedKinds, k.GroupKind())
+			}
+		}
+	}
+	return o
 }
 
 // claimKey names a claim as an XR's claimRef does.
@@ -431,6 +443,31 @@ func (l lookup) ResourcesMode(uid types.UID) bool {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			mode, _, _ := unstructured.NestedString(u.Object, "spec", "mode")
 			return mode == "" || v1.CompositionMode(mode) == v1.CompositionModeResources
+		}
+	}
+	return false
+}
+
+// Referenced answers from the cached ReferenceRules; true while they are
+// not known (no source of them yet, or one that has not listed them).
+func (l lookup) Referenced(gk schema.GroupKind) bool {
+	sources := l.sourcesWith(route.RoleReferenceRule)
+	if len(sources) == 0 {
+		return true
+	}
+	for _, s := range sources {
+		if !s.informer.HasSynced() {
+			return true
+		}
+		for _, obj := range s.informer.GetStore().List() {
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				// Not a rule as this watcher keeps them: assume it names gk.
+				return true
+			}
+			if slices.Contains(object.RuleKinds(u), gk) {
+				return true
+			}
 		}
 	}
 	return false

@@ -55,6 +55,8 @@ func TestReplacedSource(t *testing.T) {
 
 	type got struct{ Service, Type, Object string }
 	var gots map[got]int
+	// This watcher watches no ReferenceRules: whether one names
+	// NopResource is unknown, so the binder hears of them too.
 	want := map[got]int{
 		{route.Binder, "EVENT_TYPE_ADDED", "changed"}:   1,
 		{route.Renderer, "EVENT_TYPE_ADDED", "changed"}: 1,

@@ -78,12 +78,7 @@ func (w *Watcher) resync(ctx context.Context) error {
 			if err != nil || e.s.failing(m.UID) {
 				continue
 			}
-			o := route.Object{Meta: m}
-			if e.roles&route.RoleXR != 0 {
-				if u := object.Unstructured(obj); u != nil {
-					o.ClaimRef = object.ClaimRef(u)
-				}
-			}
+			o := routeObject(m, e.roles, obj)
 			for _, d := range route.Route(o, e.roles, lookup{w}) {
 				k := key{service: d.Service, target: d.Target.UID}
 				if seen[k] {

@@ -88,6 +88,9 @@ func shapeOf(r route.Role) object.Shape {
 	if r&route.RoleRevision != 0 {
 		s |= object.ShapeRevision
 	}
+	if r&route.RoleReferenceRule != 0 {
+		s |= object.ShapeRule
+	}
 	return s
 }
 

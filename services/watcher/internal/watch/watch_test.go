@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -172,6 +173,7 @@ var (
 	gvrNop    = schema.GroupVersionResource{Group: "nop.crossplane.io", Version: "v1alpha1", Resource: "nopresources"}
 	gvrCM     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	gvrNS     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	gvrRule   = schema.GroupVersionResource{Group: "loom.dev", Version: "v1alpha1", Resource: "referencerules"}
 	gvkXR     = schema.GroupVersionKind{Group: "watch.test.loom.dev", Version: "v1", Kind: "XWidget"}
 	gvkClaim  = schema.GroupVersionKind{Group: "watch.test.loom.dev", Version: "v1", Kind: "Widget"}
 	gvkNop    = schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}
@@ -313,6 +315,20 @@ spec:
           spec: {type: object, properties: {size: {type: string}}}
 `)
 	c.create(t, gvrNS, `{apiVersion: v1, kind: Namespace, metadata: {name: team-a}}`)
+	// The binder hears of composed resources only of kinds a ReferenceRule
+	// names (subtest WithoutReferenceRules deletes this one).
+	rule := c.create(t, gvrRule, `
+apiVersion: loom.dev/v1alpha1
+kind: ReferenceRule
+metadata: {name: nops}
+spec:
+  for: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+  references:
+  - valueField: spec.forProvider.fields.network
+    referenceField: spec.forProvider.fields.networkRef
+    target: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+    fromFieldPath: metadata.name
+`)
 
 	rec := &recorder{}
 	logs := io.Writer(io.Discard)
@@ -370,12 +386,18 @@ spec:
 `)
 		rec.expect(t, from,
 			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: claim.GetUID(), target: claim.GetUID()},
-			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: claim.GetUID(), target: claim.GetUID()},
 			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: xr.GetUID(), target: xr.GetUID()},
 			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: xr.GetUID(), target: xr.GetUID()},
 			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: xr.GetUID(), target: xr.GetUID()},
 			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: xr.GetUID(), target: claim.GetUID()},
 		)
+		// A claim's creation is no news to the secrets service: its XR,
+		// which names the claim, is (published after it, by then).
+		for _, p := range rec.since(from) {
+			if p.service == route.Secrets && p.ev.GetObject().GetUid() == string(claim.GetUID()) {
+				t.Errorf("a claim's creation reached the secrets service:\n%s", dump([]published{p}))
+			}
+		}
 		// The XR's resourceRefs name NopResources: they are watched now,
 		// metadata-only and only those labelled as composed.
 		w.expectWatching(t, gvkNop, route.RoleComposed)
@@ -678,6 +700,34 @@ spec: {forProvider: {}}
 			t.Fatalf("Delete(): %v", err)
 		}
 		w.expectWatching(t, gvkNop, route.RoleComposed)
+	})
+
+	t.Run("WithoutReferenceRules", func(t *testing.T) {
+		// With no ReferenceRule naming NopResources, their changes and the
+		// XR's do not go to the binder for the XR (its claim still hears
+		// of the XR).
+		c.delete(t, gvrRule, "", rule.GetName())
+		poll.Until(t, 30*time.Second, func() error {
+			if (lookup{w}).Referenced(gvkNop.GroupKind()) {
+				return errors.New("the watcher still knows a rule naming NopResource")
+			}
+			return nil
+		})
+		from := rec.len()
+		n := c.label(t, gvrNop, "", nop.GetName(), "step", "no-rules")
+		x := c.label(t, gvrXR, "", xr.GetName(), "step", "no-rules")
+		rec.expect(t, from,
+			want{service: route.Renderer, object: n.GetUID(), target: xr.GetUID(), rv: n.GetResourceVersion()},
+			want{service: route.Secrets, object: n.GetUID(), target: xr.GetUID(), rv: n.GetResourceVersion()},
+			want{service: route.Renderer, object: x.GetUID(), target: x.GetUID(), rv: x.GetResourceVersion()},
+			want{service: route.Binder, object: x.GetUID(), target: claim.GetUID(), rv: x.GetResourceVersion()},
+		)
+		for _, p := range rec.since(from) {
+			if p.service == route.Binder && p.ev.GetTarget().GetUid() == string(xr.GetUID()) {
+				t.Errorf("the binder heard of the XR without a ReferenceRule for its kinds:\n%s", dump([]published{p}))
+			}
+		}
+		nop, xr = n, x
 	})
 
 	t.Run("Resync", func(t *testing.T) {
