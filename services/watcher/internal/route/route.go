@@ -14,7 +14,8 @@
 //	Function (loom.dev)           renderer  the Function
 //	ReferenceRule (loom.dev)      binder    the ReferenceRule
 //	XR                            renderer  the XR
-//	                              secrets   the XR
+//	                              secrets   the XR, not when the binder
+//	                                        created it
 //	                              binder    the XR (*) (**)
 //	                              binder    its claim (spec.claimRef, if cached)
 //	claim                         binder    the claim (*)
@@ -276,7 +277,13 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		// The binder reconciles an XR (as opposed to its claim) only to
 		// resolve the references among its composed resources: an XR
 		// none of whose composed kinds a ReferenceRule names has none.
-		resolvers := []string{Secrets}
+		var resolvers []string
+		if !o.Created || !o.writtenOnlyBy(Binder) {
+			// The binder creates a claim's XR with nothing composed and
+			// no connection Secret to publish: the secrets service hears
+			// of it with the renderer's first write of it.
+			resolvers = append(resolvers, Secrets)
+		}
 		if slices.ContainsFunc(o.ComposedKinds, l.Referenced) {
 			resolvers = append(resolvers, Binder)
 		}

@@ -597,6 +597,15 @@ func TestRoute(t *testing.T) {
 				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
 			},
 		},
+		"XRCreatedByBinder": {
+			reason: "A claim's XR, just created by the binder, goes to the renderer only: the secrets service hears of it with the renderer's first write.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ComposedKinds, o.Created, o.Writers = nil, true, []string{"loom-binder"}
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+			}),
+			roles: RoleXR,
+			want:  []Delivery{{Service: Renderer, Target: xr, Reason: "composite resource changed"}},
+		},
 		"NewXRNoResources": {
 			reason: "An XR that composes nothing yet has no references to resolve.",
 			o:      with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) { o.ComposedKinds = nil }),
