@@ -297,10 +297,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		return reconcile.Result{}, nil
 	}
 	if wait := r.firstStatusWait - r.now().Sub(xr.GetCreationTimestamp().Time); wait > 0 &&
-		len(condition.Observed(cm)) == 0 && !condition.IsTrue(xr, common.TypeReady) {
+		len(condition.Observed(cm)) == 0 && (!condition.IsTrue(xr, common.TypeReady) || awaitsSecret(cm, xr)) {
 		// The claim's first status would say "waiting" for an XR that is
 		// typically Ready moments later: wait for that (its event brings
 		// us back), and write "waiting" only if it does not come in time.
+		// A claim that asks for a connection Secret waits, within the
+		// same time, for the XR's Secret to be published too: its first
+		// status then says Ready with the Secret's lastPublishedTime in
+		// one write (and Ready means its Secret is there).
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	if r.confirmWaits && len(condition.Observed(cm)) == 0 && !condition.IsTrue(xr, common.TypeReady) {
@@ -726,6 +730,13 @@ func (r *Reconciler) setStatus(ctx context.Context, cm, src *unstructured.Unstru
 		}
 	}
 	return true, nil
+}
+
+// awaitsSecret reports whether cm asks for a connection Secret whose XR's
+// Secret has not been published yet (status.connectionDetails.lastPublishedTime).
+func awaitsSecret(cm, xr *unstructured.Unstructured) bool {
+	return nestedString(cm, "spec", "writeConnectionSecretToRef", "name") != "" &&
+		nestedString(xr, "status", "connectionDetails", "lastPublishedTime") == ""
 }
 
 // currentReady returns the claim's Ready condition, or Waiting if it has

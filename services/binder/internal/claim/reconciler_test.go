@@ -470,6 +470,32 @@ func TestReconcile(t *testing.T) {
 				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
 			},
 		},
+		"FirstStatusWaitsForSecret": {
+			reason: "A claim that asks for a connection Secret, whose new XR is Ready but has not published its Secret yet, gets no status until it has or the wait ends.",
+			objs: []*unstructured.Unstructured{
+				testClaim(withRef("db-bbbbb"), withSpec("writeConnectionSecretToRef", map[string]any{"name": "db-conn"})),
+				testXR("db-bbbbb", "team-a", "db", createdAt(-time.Second), withStatus),
+			},
+			want: want{
+				result: reconcile.Result{RequeueAfter: DefaultFirstStatusWait - time.Second},
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb"},
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
+		"FirstStatusWithSecret": {
+			reason: "Once the XR's Secret is published, the claim's first status says Ready, in one write.",
+			objs: []*unstructured.Unstructured{
+				testClaim(withRef("db-bbbbb"), withSpec("writeConnectionSecretToRef", map[string]any{"name": "db-conn"})),
+				testXR("db-bbbbb", "team-a", "db", createdAt(-time.Second), withStatus, func(xr *unstructured.Unstructured) {
+					_ = unstructured.SetNestedField(xr.Object, "2026-01-01T00:00:00Z", "status", "connectionDetails", "lastPublishedTime")
+				}),
+			},
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
 		"FirstStatusAfterWait": {
 			reason: "Once the wait is over, a claim's first status says it waits for its XR.",
 			objs:   []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", createdAt(-DefaultFirstStatusWait), withNotReady)},
