@@ -297,15 +297,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		return reconcile.Result{}, nil
 	}
 	if wait := r.firstStatusWait - r.now().Sub(xr.GetCreationTimestamp().Time); wait > 0 &&
-		len(condition.Observed(cm)) == 0 && (!condition.IsTrue(xr, common.TypeReady) || awaitsSecret(cm, xr)) {
+		len(condition.Observed(cm)) == 0 && !condition.IsTrue(xr, common.TypeReady) {
 		// The claim's first status would say "waiting" for an XR that is
 		// typically Ready moments later: wait for that (its event brings
 		// us back), and write "waiting" only if it does not come in time.
-		// A claim that asks for a connection Secret waits, within the
-		// same time, for the XR's Secret to be published too: its first
-		// status then says Ready with the Secret's lastPublishedTime in
-		// one write (and Ready means its Secret is there).
 		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if !condition.IsTrue(cm, common.TypeReady) && condition.IsTrue(xr, common.TypeReady) && awaitsSecret(cm, xr) {
+		// A claim that asks for a connection Secret turns Ready together
+		// with the publication of its XR's Secret, which typically follows
+		// the XR's Ready moments later (the secrets service copies it to
+		// the claim then): one write of the claim's status, with its
+		// lastPublishedTime, and Ready means the Secret is there. The
+		// publication's event brings us back; if it does not come within
+		// the first-status wait, the claim turns Ready without it.
+		if wait := min(r.firstStatusWait, r.firstStatusWait-r.now().Sub(readySince(xr))); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
 	}
 	if r.confirmWaits && len(condition.Observed(cm)) == 0 && !condition.IsTrue(xr, common.TypeReady) {
 		// The wait is over, or the XR's status is new: the XR may be
@@ -737,6 +745,15 @@ func (r *Reconciler) setStatus(ctx context.Context, cm, src *unstructured.Unstru
 func awaitsSecret(cm, xr *unstructured.Unstructured) bool {
 	return nestedString(cm, "spec", "writeConnectionSecretToRef", "name") != "" &&
 		nestedString(xr, "status", "connectionDetails", "lastPublishedTime") == ""
+}
+
+// readySince returns when xr's Ready condition last changed, or its
+// creation time if that is not known.
+func readySince(xr *unstructured.Unstructured) time.Time {
+	if c, ok := condition.Find(condition.Observed(xr), common.TypeReady); ok && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.Time
+	}
+	return xr.GetCreationTimestamp().Time
 }
 
 // currentReady returns the claim's Ready condition, or Waiting if it has

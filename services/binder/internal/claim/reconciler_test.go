@@ -239,6 +239,14 @@ func withNotReady(xr *unstructured.Unstructured) {
 	xr.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": "2026-01-01T00:00:00Z"}}}
 }
 
+// readyAt makes the XR Ready since d after the tests' clock, time.Unix(0, 0).
+func readyAt(d time.Duration) func(*unstructured.Unstructured) {
+	return func(xr *unstructured.Unstructured) {
+		xr.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Available",
+			"lastTransitionTime": time.Unix(0, 0).Add(d).UTC().Format(time.RFC3339)}}}
+	}
+}
+
 // createdAt sets the XR's creation time d after the tests' clock, time.Unix(0, 0).
 func createdAt(d time.Duration) func(*unstructured.Unstructured) {
 	return func(xr *unstructured.Unstructured) { xr.SetCreationTimestamp(metav1.NewTime(time.Unix(0, 0).Add(d))) }
@@ -471,14 +479,40 @@ func TestReconcile(t *testing.T) {
 			},
 		},
 		"FirstStatusWaitsForSecret": {
-			reason: "A claim that asks for a connection Secret, whose new XR is Ready but has not published its Secret yet, gets no status until it has or the wait ends.",
+			reason: "A claim that asks for a connection Secret, whose XR turned Ready a second ago but has not published its Secret yet, gets no status until it has or the wait ends.",
 			objs: []*unstructured.Unstructured{
 				testClaim(withRef("db-bbbbb"), withSpec("writeConnectionSecretToRef", map[string]any{"name": "db-conn"})),
-				testXR("db-bbbbb", "team-a", "db", createdAt(-time.Second), withStatus),
+				testXR("db-bbbbb", "team-a", "db", createdAt(-time.Minute), readyAt(-time.Second)),
 			},
 			want: want{
 				result: reconcile.Result{RequeueAfter: DefaultFirstStatusWait - time.Second},
 				calls:  []string{"get Database db", "get XDatabase db-bbbbb"},
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
+		"WaitingClaimWaitsForSecret": {
+			reason: "A claim that said it waits (its XR took long) waits for the Secret too when the XR turns Ready.",
+			objs: []*unstructured.Unstructured{
+				testClaim(withRef("db-bbbbb"), withSpec("writeConnectionSecretToRef", map[string]any{"name": "db-conn"}), func(cm *unstructured.Unstructured) {
+					cm.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "Waiting", "lastTransitionTime": "1969-12-31T23:00:00Z"}}}
+				}),
+				testXR("db-bbbbb", "team-a", "db", createdAt(-time.Minute), readyAt(-2*time.Second)),
+			},
+			want: want{
+				result: reconcile.Result{RequeueAfter: DefaultFirstStatusWait - 2*time.Second},
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb"},
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
+		"ReadyWithoutSecretAfterWait": {
+			reason: "An XR Ready for longer than the wait without a Secret makes its claim Ready without one.",
+			objs: []*unstructured.Unstructured{
+				testClaim(withRef("db-bbbbb"), withSpec("writeConnectionSecretToRef", map[string]any{"name": "db-conn"})),
+				testXR("db-bbbbb", "team-a", "db", createdAt(-time.Minute), readyAt(-DefaultFirstStatusWait)),
+			},
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
 				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
 			},
 		},
