@@ -397,7 +397,7 @@ func StatusIntent(cm, src *unstructured.Unstructured, conditions []any) *unstruc
 // "" means the claim has none.
 func lastPublished(cm, src *unstructured.Unstructured) string {
 	cur, _, _ := unstructured.NestedString(cm.Object, "status", "connectionDetails", "lastPublishedTime")
-	if src == nil || src == cm || nestedString(cm, "spec", "writeConnectionSecretToRef", "name") == "" {
+	if src == nil || src == cm || !asksForSecret(cm) {
 		return cur
 	}
 	xr, _, _ := unstructured.NestedString(src.Object, "status", "connectionDetails", "lastPublishedTime")
@@ -405,6 +405,12 @@ func lastPublished(cm, src *unstructured.Unstructured) string {
 		return cur
 	}
 	return later(cur, xr)
+}
+
+// asksForSecret reports whether claim cm asks for a connection Secret
+// (spec.writeConnectionSecretToRef).
+func asksForSecret(cm *unstructured.Unstructured) bool {
+	return nestedString(cm, "spec", "writeConnectionSecretToRef", "name") != ""
 }
 
 // later returns the later of two RFC 3339 times; an unparsable one loses.

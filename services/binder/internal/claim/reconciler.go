@@ -743,7 +743,7 @@ func (r *Reconciler) setStatus(ctx context.Context, cm, src *unstructured.Unstru
 // awaitsSecret reports whether cm asks for a connection Secret whose XR's
 // Secret has not been published yet (status.connectionDetails.lastPublishedTime).
 func awaitsSecret(cm, xr *unstructured.Unstructured) bool {
-	return nestedString(cm, "spec", "writeConnectionSecretToRef", "name") != "" &&
+	return asksForSecret(cm) &&
 		nestedString(xr, "status", "connectionDetails", "lastPublishedTime") == ""
 }
 

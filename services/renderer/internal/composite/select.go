@@ -148,13 +148,13 @@ func (r *Reconciler) selectRevision(ctx context.Context, st *state, sel *selecti
 	has := func(name string) bool {
 		return name == "" || slices.ContainsFunc(revs, func(r *v1.CompositionRevision) bool { return r.GetName() == name })
 	}
-	latest := revision.Latest(revs, rs)
+	latest := composition.Latest(revs, rs)
 	if latest == nil || !has(cur) || !has(want) {
 		// The cache may predate the revision: read afresh once.
 		if revs, err = r.revisions.List(ctx, sel.composition, true); err != nil {
 			return err
 		}
-		latest = revision.Latest(revs, rs)
+		latest = composition.Latest(revs, rs)
 	}
 	if latest == nil {
 		if rs != nil {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/composition"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/xcrd"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
@@ -155,7 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string, ev *eventsv1.Ev
 // ensure creates the revision of the current hash, or renumbers it to be the
 // latest. It reports whether it wrote.
 func (r *Reconciler) ensure(ctx context.Context, u *unstructured.Unstructured, comp *v1.Composition, hash string, revs []*v1.CompositionRevision) (bool, error) {
-	latest := Latest(revs, nil)
+	latest := composition.Latest(revs, nil)
 	var next int64 = 1
 	if latest != nil {
 		next = latest.Spec.Revision + 1
@@ -277,13 +278,13 @@ func (r *Reconciler) fanOut(ctx context.Context, comp *v1.Composition, revs []*v
 // the revision it should move to if known: it uses that Composition under
 // the Automatic policy and its revision is not the latest its selector
 // allows, or it has no Composition yet (and no revision to move to).
-func Follows(xr *unstructured.Unstructured, path, composition string, revs []*v1.CompositionRevision) (bool, *v1.CompositionRevision) {
+func Follows(xr *unstructured.Unstructured, path, comp string, revs []*v1.CompositionRevision) (bool, *v1.CompositionRevision) {
 	p := splitPath(path)
 	ref, _, _ := unstructured.NestedString(xr.Object, append(p, "compositionRef", "name")...)
 	if ref == "" {
 		return true, nil
 	}
-	if ref != composition {
+	if ref != comp {
 		return false, nil
 	}
 	policy, _, _ := unstructured.NestedString(xr.Object, append(p, "compositionUpdatePolicy")...)
@@ -294,7 +295,7 @@ func Follows(xr *unstructured.Unstructured, path, composition string, revs []*v1
 	if ml, ok, _ := unstructured.NestedStringMap(xr.Object, append(p, "compositionRevisionSelector", "matchLabels")...); ok {
 		sel = labels.SelectorFromSet(ml)
 	}
-	latest := Latest(revs, sel)
+	latest := composition.Latest(revs, sel)
 	if latest == nil {
 		return false, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/composition"
 )
 
 func comp(labels map[string]string, mode v1.CompositionMode) *v1.Composition {
@@ -86,7 +87,7 @@ func TestLatest(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got := ""
-			if r := Latest(revs, tc.sel); r != nil {
+			if r := composition.Latest(revs, tc.sel); r != nil {
 				got = r.GetName()
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

@@ -166,13 +166,6 @@ func (s *Store) Get(ctx context.Context, name string, fresh bool) (*v1.Compositi
 	return rev, nil
 }
 
-// Latest returns the revision with the highest number among revs whose
-// labels match sel (nil matches all), or nil if none does (see
-// composition.Latest).
-func Latest(revs []*v1.CompositionRevision, sel labels.Selector) *v1.CompositionRevision {
-	return composition.Latest(revs, sel)
-}
-
 func decode(u *unstructured.Unstructured) (*v1.CompositionRevision, error) {
 	rev := &v1.CompositionRevision{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rev); err != nil {
