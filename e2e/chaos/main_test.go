@@ -26,6 +26,9 @@ var (
 	flagOut       = flag.String("out", "", "write the report (JSON) to this file")
 	flagKillEvery = flag.Duration("kill-every", 3*time.Second, "how often to SIGKILL a random Loom service replica")
 	flagConverge  = flag.Duration("converge-timeout", 30*time.Minute, "how long the claims may take to converge")
+	// Off, the run injects the faults it injected before the object mirror
+	// existed, so its figures compare with runs of older commits.
+	flagMirrorCrash = flag.Bool("mirror-crash", true, "once per wave, make a watcher exit between writing the mirror and publishing")
 )
 
 func TestMain(m *testing.M) {
