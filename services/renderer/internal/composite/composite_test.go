@@ -229,6 +229,11 @@ func TestStatusWait(t *testing.T) {
 		return u
 	}
 	unready := &rendered{resources: []composed{{name: "a"}}}
+	created := func(age time.Duration) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetCreationTimestamp(metav1.NewTime(now.Add(-age)))
+		return u
+	}
 	cases := map[string]struct {
 		reason string
 		xr     *unstructured.Unstructured
@@ -252,6 +257,15 @@ func TestStatusWait(t *testing.T) {
 		"HasReadyCondition": {
 			reason: "An XR that has a Ready condition is not new: its status follows at once.",
 			xr:     xr(time.Second, map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}), out: unready,
+		},
+		"ResourcesCreatedLate": {
+			reason: "An XR rendered late (it waited in a backlog) waits from its resources' creation, not its own.",
+			xr:     xr(time.Minute), out: &rendered{resources: []composed{{name: "a", observed: created(time.Second)}, {name: "b", ready: true, observed: created(time.Minute)}}},
+			want: DefaultFirstStatusWait - time.Second,
+		},
+		"ResourcesCreatedLongAgo": {
+			reason: "Resources older than the wait do not extend it.",
+			xr:     xr(time.Minute), out: &rendered{resources: []composed{{name: "a", observed: created(time.Minute)}}},
 		},
 		"Failed": {
 			reason: "A failed render says so at once.",

@@ -126,12 +126,24 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 // statusWait returns how much longer the XR's first status waits for the
 // XR to be Ready (see WithFirstStatusWait), or zero when the status is
 // written now: the render failed or watches resources, the XR is Ready or
-// has had a Ready condition, or the wait is over.
+// has had a Ready condition, or the wait is over. The wait counts from the
+// newest of the XR's and its composed resources' creation: an XR whose
+// first render came late (it waited in a backlog) gives the resources that
+// render creates the same time to turn Ready as any other.
 func (r *Reconciler) statusWait(st *state, out *rendered, err error) time.Duration {
 	if r.firstStatusWait <= 0 || !firstUnready(st, out, err) {
 		return 0
 	}
-	return r.firstStatusWait - r.now().Sub(st.xr.GetCreationTimestamp().Time)
+	since := st.xr.GetCreationTimestamp().Time
+	for _, c := range out.resources {
+		if c.observed == nil {
+			continue
+		}
+		if t := c.observed.GetCreationTimestamp().Time; t.After(since) {
+			since = t
+		}
+	}
+	return r.firstStatusWait - r.now().Sub(since)
 }
 
 // firstUnready reports whether a render that succeeded would give the XR
