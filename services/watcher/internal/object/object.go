@@ -26,6 +26,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -149,6 +150,8 @@ func Transform(s Shape) cache.TransformFunc {
 			ann := digestAnnotations(o.GetAnnotations(), o.GetFinalizers())
 			if s&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(o))
+			} else if r := readyStatus(o); r != "" {
+				ann = with(ann, AnnotationReady, r)
 			}
 			if w := writersOf(o); w != "" {
 				ann = with(ann, AnnotationWriters, w)
@@ -267,7 +270,7 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 // watcherAnnotation reports whether an annotation is one the watcher keeps
 // on cached objects.
 func watcherAnnotation(k string) bool {
-	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters
+	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady
 }
 
 // with returns m with k set to v, creating m if it is nil.
@@ -309,6 +312,9 @@ type Meta struct {
 	Status string
 	// Writers summarises the managed fields (AnnotationWriters).
 	Writers string
+	// Ready is the status of the Ready condition of an XR (from Status) or
+	// of another object cached in full (AnnotationReady).
+	Ready string
 }
 
 // StatusOnly reports whether a change from old to cur touched nothing but
@@ -340,6 +346,11 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 	if !ok {
 		return Meta{}, fmt.Errorf("cannot read metadata of %T", obj)
 	}
+	ann := o.GetAnnotations()
+	ready, ok := ann[AnnotationReady]
+	if s, has := ann[AnnotationStatus]; !ok && has {
+		ready, _, _ = strings.Cut(s, "/")
+	}
 	return Meta{
 		GVK:             gvk,
 		Namespace:       o.GetNamespace(),
@@ -353,6 +364,7 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 		Digest:          o.GetAnnotations()[AnnotationDigest],
 		Status:          o.GetAnnotations()[AnnotationStatus],
 		Writers:         o.GetAnnotations()[AnnotationWriters],
+		Ready:           ready,
 	}, nil
 }
 

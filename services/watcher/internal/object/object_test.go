@@ -52,7 +52,21 @@ func TestTransformUnstructured(t *testing.T) {
 		shape  Shape
 		in     string
 		want   string
+		ready  string // the AnnotationReady kept, if any
 	}{
+		"ComposedReady": {
+			reason: "An object other than an XR keeps the status of its Ready condition, and no status.",
+			in: "apiVersion: nop.crossplane.io/v1alpha1\nkind: NopResource\nmetadata:" + metadataIn +
+				"status: {conditions: [{type: Synced, status: \"True\"}, {type: Ready, status: \"False\", reason: Creating}]}\n",
+			want:  "apiVersion: nop.crossplane.io/v1alpha1\nkind: NopResource\nmetadata:" + metadataOut,
+			ready: "False",
+		},
+		"ComposedNoReadyCondition": {
+			reason: "An object whose status has no Ready condition keeps no AnnotationReady.",
+			in: "apiVersion: nop.crossplane.io/v1alpha1\nkind: NopResource\nmetadata:" + metadataIn +
+				"status: {conditions: [{type: Synced, status: \"True\"}]}\n",
+			want: "apiVersion: nop.crossplane.io/v1alpha1\nkind: NopResource\nmetadata:" + metadataOut,
+		},
 		"MetadataOnly": {
 			reason: "Without a shape only apiVersion, kind and trimmed metadata remain.",
 			in:     "apiVersion: v1\nkind: ConfigMap\nmetadata:" + metadataIn + "data: {a: b}\n",
@@ -168,6 +182,9 @@ metadata:
 			}
 			if w := writersOf(in); w != "" {
 				ann = with(ann, AnnotationWriters, w)
+			}
+			if tc.ready != "" {
+				ann = with(ann, AnnotationReady, tc.ready)
 			}
 			want.SetAnnotations(ann)
 			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
@@ -519,4 +536,41 @@ status:
 	if _, err := CRDOf(parse(t, "metadata: {name: broken}\nspec: {group: g}")); err == nil {
 		t.Error("CRDOf(broken): want error, got nil")
 	}
+}
+
+func TestTurnedReady(t *testing.T) {
+	cases := map[string]struct {
+		reason   string
+		old, cur Meta
+		want     bool
+	}{
+		"FalseToTrue":   {reason: "A Ready condition turning True is readiness progress.", old: Meta{UID: "u", Ready: "False"}, cur: Meta{UID: "u", Ready: "True"}, want: true},
+		"NoneToTrue":    {reason: "A first Ready condition that is True is readiness progress.", old: Meta{UID: "u"}, cur: Meta{UID: "u", Ready: "True"}, want: true},
+		"TrueToTrue":    {reason: "Another change of a Ready object is not.", old: Meta{UID: "u", Ready: "True"}, cur: Meta{UID: "u", Ready: "True"}},
+		"TrueToFalse":   {reason: "Losing readiness is not progress.", old: Meta{UID: "u", Ready: "True"}, cur: Meta{UID: "u", Ready: "False"}},
+		"FalseToFalse":  {reason: "A change that leaves the object unready is not.", old: Meta{UID: "u", Ready: "False"}, cur: Meta{UID: "u", Ready: "False"}},
+		"OtherObject":   {reason: "A new object under the same name is a creation, not a turn.", old: Meta{UID: "u", Ready: "False"}, cur: Meta{UID: "v", Ready: "True"}},
+		"MetadataOnly":  {reason: "Kinds cached without their status never turn Ready.", old: Meta{UID: "u"}, cur: Meta{UID: "u"}},
+		"XRFromSummary": {reason: "An XR's readiness comes from its status summary.", old: metaOf(t, "False/1/2"), cur: metaOf(t, "True/1/3"), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := TurnedReady(tc.old, tc.cur); got != tc.want {
+				t.Errorf("%s\nTurnedReady(...) = %t, want %t", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+// metaOf returns the Meta of a cached XR with the given status summary.
+func metaOf(t *testing.T, summary string) Meta {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetUID("u")
+	u.SetAnnotations(map[string]string{AnnotationStatus: summary})
+	m, err := MetaOf(schema.GroupVersionKind{Kind: "XR"}, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -72,12 +72,15 @@
 // specs, and composed resources' references.
 //
 // Urgent deliveries report progress of work under way: a change of an XR's
-// readiness, to the secrets service and to the binder's mirror of the claim.
-// The bus serves them before the rest of their partitions
-// (eventsv1.Event.Urgent), so that a claim whose XR is Ready does not wait
-// behind the backlog of new claims. A composed resource's status is not
-// urgent: the watcher cannot tell one turning Ready from one whose status
-// never settles, which would take the lane from everyone.
+// readiness, to the secrets service and to the binder's mirror of the claim,
+// and a composed resource turning Ready (its Ready condition's status turned
+// True, Object.TurnedReady), to the renderer. The bus serves them before the
+// rest of their partitions (eventsv1.Event.Urgent), so that a claim whose
+// resources are Ready does not wait behind the backlog of new claims. Other
+// changes of a composed resource's status are not urgent: a status that
+// never settles would take the lane from everyone; and the watcher bounds
+// the urgent deliveries one target gets in a minute (see package watch), so
+// that neither can resources whose readiness flaps.
 //
 // A kind may play several roles (an XR composed by another XR is both an XR
 // and a composed resource); its deliveries are the union, one per service and
@@ -177,6 +180,9 @@ type Object struct {
 	Writers []string
 	// Created is true for the creation of the object.
 	Created bool
+	// TurnedReady is true for an update that turned the Ready condition of
+	// an XR or of an object cached in full True (object.TurnedReady).
+	TurnedReady bool
 	// ComposedKinds are, for an XR, the kinds its spec.resourceRefs name.
 	ComposedKinds []schema.GroupKind
 }
@@ -344,14 +350,20 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		case o.StatusOnly && nested && o.StatusChanged&(object.StatusReady|object.StatusPatchable) != 0:
 			// The renderer wrote the nested XR's status in the nested
 			// XR's render; its parent reads readiness and patchable
-			// fields from it.
-			add("composed resource status changed", xr, Renderer)
+			// fields from it (its turn to Ready is urgent).
+			deliver(o.TurnedReady, false, "composed resource status changed", xr, Renderer)
+			deliver(false, true, "composed resource status changed", xr, readers...)
+		case o.StatusOnly && o.TurnedReady:
+			// Readiness progress: the XR may be Ready now. Urgent for
+			// the renderer, which decides it, so that a claim whose
+			// resources are Ready does not wait behind the backlog of
+			// new claims (the watcher bounds how often one target gets
+			// urgent deliveries).
+			deliver(true, true, "composed resource turned Ready", xr, Renderer)
 			deliver(false, true, "composed resource status changed", xr, readers...)
 		case o.StatusOnly:
-			// Not urgent: the watcher cannot tell a composed resource
-			// turning Ready from one whose status never settles, and a
-			// poisoned XR whose resources keep changing would then take
-			// the urgent lane from everyone (TestIsolation).
+			// Not urgent: any other change of a status, which may be
+			// one that never settles.
 			deliver(false, true, "composed resource status changed", xr, append([]string{Renderer}, readers...)...)
 		default:
 			// The renderer hears of the creations it made in mode

@@ -252,6 +252,16 @@ func TestRoute(t *testing.T) {
 				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
 			},
 		},
+		"ComposedTurnedReady": {
+			reason: "A composed resource turning Ready is readiness progress: urgent for the renderer, which decides whether the XR is Ready, and for no one else.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.TurnedReady = true }),
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
 		"XRBoundToUnknownClaim": {
 			reason: "An XR whose claim is not cached still goes to every service, targeting itself.",
 			o: with(obj(gvkXR, "", unboundXR.Name, unboundXR.UID), func(o *Object) {
@@ -519,6 +529,24 @@ func TestRoute(t *testing.T) {
 			want: []Delivery{
 				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource readiness changed", Urgent: true},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"NestedXRTurnedReadyByRenderer": {
+			reason: "A nested XR turning Ready is readiness progress for its parent: urgent for the parent's renderer.",
+			o: with(obj(gvkXR, "", "child", "child-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: xr.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
+				o.Writers = []string{"loom-renderer"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusReady
+				o.TurnedReady = true
+			}),
+			roles: RoleXR | RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed", Urgent: true},
 				{Service: Secrets, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource readiness changed", Urgent: true},
 				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
 			},

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -93,12 +94,17 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 		if object.StatusOnly(*old, m) {
 			o.StatusOnly = true
 			o.StatusChanged = object.StatusChanges(*old, m)
+			o.TurnedReady = object.TurnedReady(*old, m)
 		}
 	}
 	ctx, span := w.startSpan(m, typ, w.owners(m, o.ClaimRef)...)
 	defer span.End()
 	lk := &claimMisses{lookup: lookup{w}}
 	for _, d := range route.Route(o, roles, lk) {
+		if d.Urgent && !w.urgency.allow(d.Service, d.Target.UID) {
+			d.Urgent = false
+			w.demoted.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("service", d.Service)))
+		}
 		w.publish(ctx, d.Service, newEvent(m, typ, d))
 	}
 	if roles&route.RoleXR != 0 {

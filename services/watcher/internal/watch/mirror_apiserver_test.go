@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -83,6 +85,49 @@ spec:
 		pub.checkMirrored(t)
 		if _, state, err := r.Get(ctx, gvkClaim, "team-a", "w1", ""); err != nil || state != mirror.Unknown {
 			t.Errorf("Get(w1) after delete = %s, %v; want Unknown", state, err)
+		}
+	})
+
+	t.Run("ComposedTurnedReady", func(t *testing.T) {
+		// Held in full for the mirror, a composed resource shows its
+		// status: turning Ready is urgent for the renderer, any other
+		// change of its status is not.
+		xr := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w9-abcde}, spec: {resourceRefs: [{apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w9-abcde-nop}]}}`)
+		from := pub.len()
+		nop := c.create(t, gvrNop, fmt.Sprintf(`
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: w9-abcde-nop
+  labels: {crossplane.io/composite: w9-abcde}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w9-abcde, uid: %s, controller: true}]
+spec: {forProvider: {}}
+`, xr.GetUID()))
+		pub.expect(t, from, want{service: route.Secrets, object: nop.GetUID(), target: xr.GetUID()})
+		setReady := func(status string) *unstructured.Unstructured {
+			t.Helper()
+			patch := `{"status":{"conditions":[{"type":"Ready","status":"` + status + `","reason":"Test","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+			out, err := c.resource(gvrNop, "").Patch(t.Context(), nop.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+			if err != nil {
+				t.Fatalf("cannot set the Ready condition of %s: %v", nop.GetName(), err)
+			}
+			return out
+		}
+		from = pub.len()
+		unready := setReady("False")
+		ready := setReady("True")
+		pub.expect(t, from,
+			want{service: route.Renderer, object: nop.GetUID(), target: xr.GetUID(), rv: unready.GetResourceVersion(), reason: "composed resource status changed"},
+			want{service: route.Renderer, object: nop.GetUID(), target: xr.GetUID(), rv: ready.GetResourceVersion(), reason: "composed resource turned Ready"},
+		)
+		for _, p := range pub.since(from) {
+			if types.UID(p.ev.GetObject().GetUid()) != nop.GetUID() {
+				continue
+			}
+			want := p.service == route.Renderer && p.ev.GetResourceVersion() == ready.GetResourceVersion()
+			if p.ev.GetUrgent() != want {
+				t.Errorf("urgent = %t, want %t (only the renderer's delivery of the turn to Ready is urgent):\n%s", p.ev.GetUrgent(), want, dump([]published{p}))
+			}
 		}
 	})
 

@@ -137,6 +137,11 @@ type Watcher struct {
 	// withheld counts changes whose events were not published because the
 	// mirror write failed.
 	withheld metric.Int64Counter
+	// urgency bounds each target's urgent deliveries
+	// (DefaultUrgentPerTarget), and demoted counts those it sent to the
+	// normal lane.
+	urgency *urgency
+	demoted metric.Int64Counter
 
 	// ctx is Run's context; informers and publishes use it.
 	ctx context.Context
@@ -201,6 +206,7 @@ func New(dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryI
 		resyncSoon:   make(chan struct{}, 1),
 		awaiting:     map[claimKey]map[types.UID]awaiting{},
 		awaitingOf:   map[types.UID]claimKey{},
+		urgency:      newUrgency(DefaultUrgentPerTarget, time.Now),
 	}
 	for _, o := range opts {
 		o(w)
@@ -212,6 +218,8 @@ func New(dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryI
 	// failed instrument is a no-op one.
 	w.withheld, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.mirror.withheld",
 		metric.WithDescription("Changes whose events the watcher did not publish because it could not write the object to the mirror, by kind; a resync writes and publishes them."))
+	w.demoted, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.urgent.demoted",
+		metric.WithDescription("Urgent deliveries the watcher sent to the normal lane because their target had its share of urgent deliveries in the last minute, by service."))
 	if w.mapper == nil && disc != nil {
 		w.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
 	}
