@@ -432,7 +432,7 @@ func (l *lease) handle(t *target, pm *pending, p pool) {
 	}
 	for {
 		w.guard.begin(t.uid)
-		res, d, err := l.call(pm, links)
+		res, d, err := l.call(t, pm, links)
 		failed := err != nil && l.ctx.Err() == nil
 		w.guard.end(t.uid, failed)
 		w.metrics.ran(w.service, t.kind, p, failed)
@@ -508,9 +508,11 @@ func (l *lease) supersede(pm, next *pending, folded int, d time.Duration, err er
 	next.req.Coalesced = folded
 }
 
-// call runs the handler once, with the per-message timeout, the event's
-// trace, InProgress heartbeats while it runs, and panics turned into errors.
-func (l *lease) call(pm *pending, links []trace.Link) (res Result, d time.Duration, err error) {
+// call runs the handler once for target t, with the per-message timeout,
+// the event's trace, InProgress heartbeats while it runs, panics turned into
+// errors, and reconcile.Superseded answering whether a newer event for t
+// has arrived since.
+func (l *lease) call(t *target, pm *pending, links []trace.Link) (res Result, d time.Duration, err error) {
 	w := l.w
 	ctx := ExtractTrace(l.ctx, pm.msg.Headers())
 	ctx, cancel := context.WithTimeout(ctx, w.handlerTimeout)
@@ -540,7 +542,12 @@ func (l *lease) call(pm *pending, links []trace.Link) (res Result, d time.Durati
 				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
 			}
 		}()
-		res, err = w.handler.Handle(reconcile.WithRequest(ctx, pm.req), pm.req)
+		hctx := reconcile.WithSuperseded(reconcile.WithRequest(ctx, pm.req), func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return t.held != nil && t.held.seq != pm.seq
+		})
+		res, err = w.handler.Handle(hctx, pm.req)
 	}()
 	d = time.Since(start)
 	if err != nil {

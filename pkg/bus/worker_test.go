@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -23,6 +24,64 @@ import (
 	"github.com/loomxr/loom/pkg/testing/poll"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
+
+// A handler learns, through reconcile.Superseded, that a newer event for its
+// target arrived while it ran (and the run that event brings follows); an
+// event for another target does not count.
+func TestSupersededWhileHandling(t *testing.T) {
+	h := newHarness(t, heldConfig())
+	started, otherDone, checked := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	seen := make(chan [3]bool, 1) // Superseded at start, after another target's event, after a newer one
+	var runs atomic.Int32
+	r0 := h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		if r.Target.GetUid() != uid(1) {
+			close(otherDone)
+			return bus.Result{}, nil
+		}
+		if runs.Add(1) > 1 {
+			return bus.Result{}, nil
+		}
+		var got [3]bool
+		got[0] = reconcile.Superseded(ctx)
+		close(started)
+		select {
+		case <-otherDone:
+		case <-time.After(arrival):
+			t.Error("the other target's event was not handled")
+		}
+		got[1] = reconcile.Superseded(ctx)
+		close(checked)
+		wctx, cancel := context.WithTimeout(ctx, arrival)
+		defer cancel()
+		got[2] = poll.Wait(wctx, func(context.Context) error {
+			if !reconcile.Superseded(ctx) {
+				return errors.New("no newer event yet")
+			}
+			return nil
+		}) == nil
+		seen <- got
+		return bus.Result{}, nil
+	}))
+	poll.True(t, 5*time.Second, "the replica to own every partition", func() bool {
+		return len(r0.w.Owned()) == h.cfg.Partitions
+	})
+	pub := h.publisher()
+	publish := func(ev *eventsv1.Event) {
+		t.Helper()
+		if err := pub.Publish(t.Context(), bus.Renderer, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(event(uid(1), 1))
+	<-started
+	publish(event(uid(2), 1))
+	<-checked
+	publish(event(uid(1), 2))
+	if got := <-seen; got != [3]bool{false, false, true} {
+		t.Errorf("Superseded() at start, after another target's event, after a newer event for the target = %v, want [false false true]", got)
+	}
+	poll.True(t, arrival, "the newer event's run", func() bool { return runs.Load() == 2 })
+}
 
 // 1,000 events for one object are handled far fewer times, and the last
 // handling sees the latest resourceVersion.

@@ -44,3 +44,18 @@ func TestRequestFrom(t *testing.T) {
 		})
 	}
 }
+
+func TestSuperseded(t *testing.T) {
+	newer := false
+	ctx := WithSuperseded(t.Context(), func() bool { return newer })
+	if Superseded(ctx) {
+		t.Error("Superseded() = true before a newer event arrived")
+	}
+	newer = true
+	if !Superseded(ctx) {
+		t.Error("Superseded() = false after a newer event arrived: it must ask each time")
+	}
+	if Superseded(t.Context()) {
+		t.Error("Superseded() = true on a context that does not know")
+	}
+}

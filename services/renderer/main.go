@@ -222,11 +222,6 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 			return c, nil
 		}),
 	}
-	if f.worker.Mirror {
-		// Reads may lag the API server: confirm an XR's unready first
-		// status before writing it.
-		copts = append(copts, composite.WithConfirmedWaits())
-	}
 	if f.secrets.Endpoints = splitList(f.secretsEndpoint); len(f.secrets.Endpoints) > 0 {
 		c, err := connection.Dial(f.secrets)
 		if err != nil {

@@ -177,7 +177,6 @@ type Reconciler struct {
 	memo *memo
 
 	firstStatusWait time.Duration
-	confirmWaits    bool
 	now             func() time.Time
 }
 
@@ -246,14 +245,6 @@ const DefaultFirstStatusWait = 5 * time.Second
 func WithFirstStatusWait(d time.Duration) Option {
 	return func(rc *Reconciler) { rc.firstStatusWait = d }
 }
-
-// WithConfirmedWaits makes an XR's first status, when it would say that the
-// XR is not Ready, read the composed resources found not Ready again from
-// the API server first (kube.Latest), when reads may lag the API server
-// (the object mirror): one that changed meanwhile makes the XR render
-// again instead, so that its first status is written once. Without it (the
-// default, right when every read is a GET) the status is written as read.
-func WithConfirmedWaits() Option { return func(rc *Reconciler) { rc.confirmWaits = true } }
 
 // WithClock sets the clock that measures the first status wait (default
 // time.Now).
@@ -447,18 +438,15 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	errs := append(append([]error{}, out.errs...), applyErr, gcErr, detailsErr)
 	synced := errors.Join(errs...)
 	wait := r.statusWait(st, out, synced)
-	if wait <= 0 && r.confirmWaits && firstUnready(st, out, synced) {
-		// The first status would say the XR is not Ready: make sure the
-		// read path did not lag a resource turning Ready.
-		stale, err := r.staleUnready(ctx, out)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if stale {
-			return reconcile.Result{Requeue: true}, nil
-		}
-	}
-	if wait <= 0 {
+	switch {
+	case wait > 0:
+		// The first status waits for the XR to be Ready (see below).
+	case firstUnready(st, out, synced) && reconcile.Superseded(ctx):
+		// The first status would say the XR is not Ready, and a newer
+		// event for the XR (a resource turning Ready, say) has come: the
+		// run it brings, right after this one, writes the first status.
+		r.log.Debug("Leaving the first status to the render of a newer event", "kind", req.GVK.Kind, "name", req.Name)
+	default:
 		if err := r.writeStatus(ctx, st, out, synced); err != nil {
 			return reconcile.Result{}, err
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -16,7 +15,6 @@ import (
 	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
 	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/condition"
-	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/telemetry"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/event"
@@ -156,30 +154,6 @@ func firstUnready(st *state, out *rendered, err error) bool {
 		return false
 	}
 	return readyCondition(out).Status != corev1.ConditionTrue
-}
-
-// staleUnready reports whether one of the composed resources the render
-// found not Ready has changed since it was read, by reading each again from
-// the API server (kube.Latest); the read path then holds the newer version
-// for the next render.
-func (r *Reconciler) staleUnready(ctx context.Context, out *rendered) (bool, error) {
-	for _, c := range out.resources {
-		if c.ready || c.observed == nil {
-			continue
-		}
-		o := c.observed
-		u, err := r.client.Get(kitkube.Latest(ctx), o.GroupVersionKind(), o.GetNamespace(), o.GetName())
-		if kerrors.IsNotFound(err) {
-			return true, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("cannot get composed resource %s %q: %w", o.GetKind(), o.GetName(), err)
-		}
-		if u.GetResourceVersion() != o.GetResourceVersion() {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // loomAdditionsOnly reports whether applying intent would still change the

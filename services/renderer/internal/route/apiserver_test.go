@@ -55,6 +55,9 @@ type env struct {
 	admin   dynamic.Interface
 	js      jetstream.JetStream
 	cfg     bus.Config
+	// superseded is what reconcile.Superseded says to the handler: a newer
+	// event for the target has come.
+	superseded bool
 }
 
 func startEnv(t *testing.T) *env {
@@ -117,6 +120,8 @@ func (e *env) handle(target, cause *unstructured.Unstructured) (reconcile.Result
 	}
 	tally := &kube.Tally{}
 	ctx := kube.WithTally(e.t.Context(), tally)
+	superseded := e.superseded
+	ctx = reconcile.WithSuperseded(ctx, func() bool { return superseded })
 	res, err := e.handler.Handle(ctx, reconcile.Request{
 		Event:  &eventsv1.Event{Object: ref(cause), Type: eventsv1.EventType_EVENT_TYPE_MODIFIED},
 		Target: ref(target),
@@ -505,6 +510,32 @@ spec:
 	}
 	if n, _, _ := unstructured.NestedInt64(e.mustGet(revGVK, "", rev1.GetName()).Object, "spec", "revision"); n != 3 {
 		t.Errorf("rolled-back revision number %d, want 3", n)
+	}
+
+	// A render whose first status would say "not Ready" while a newer
+	// event for the XR has come leaves the status to that event's render,
+	// which writes it alone.
+	late := e.apply(`
+apiVersion: it.loom.dev/v1alpha1
+kind: XNop
+metadata: {name: superseded}
+spec:
+  parameters: {size: small, replicas: 3}
+`)
+	e.superseded = true
+	_, _, err = e.handle(late, nil)
+	e.superseded = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := condition(e.mustGet(xnopGVK, "", "superseded"), "Ready"); got != "" {
+		t.Errorf("a superseded first render wrote Ready %q, want no status", got)
+	}
+	if _, tally, err = e.handle(late, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := condition(e.mustGet(xnopGVK, "", "superseded"), "Ready"); got != "False" || tally.Writes() != 1 {
+		t.Errorf("the render after a superseded one: Ready %q after %d writes, want False after 1 (the status)", got, tally.Writes())
 	}
 
 	// Deleting the XRD deletes the XRs, then the CRDs.
