@@ -3,7 +3,6 @@ package mirror
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -20,7 +19,7 @@ import (
 // startBucket runs an in-process NATS server with JetStream on a loopback
 // port for the duration of the test and returns the mirror's bucket on it.
 // maxPayload, when not zero, lowers the server's max_payload.
-func startBucket(t testing.TB, maxPayload int32) jetstream.KeyValue {
+func startBucket(t *testing.T, maxPayload int32) jetstream.KeyValue {
 	t.Helper()
 	var opts []bustest.Option
 	if maxPayload != 0 {
@@ -258,61 +257,6 @@ func TestGet(t *testing.T) {
 	}
 }
 
-// A Reader decodes an entry once per revision: reading it again copies the
-// object it decoded, each answer is the caller's own, and a new revision of
-// the entry is decoded again.
-func TestGetDecodesOncePerRevision(t *testing.T) {
-	ctx := t.Context()
-	kv := startBucket(t, 0)
-	w, r := NewWriter(kv), NewReader(kv, WithDecodedObjects(2))
-	get := func(name string) *unstructured.Unstructured {
-		t.Helper()
-		u, st, err := r.Get(ctx, gvkWidget, "ns", name, "")
-		if err != nil || st != Fresh {
-			t.Fatalf("Get(%s) = %s, %v; want Fresh", name, st, err)
-		}
-		return u
-	}
-	if err := w.Put(ctx, widget("ns", "w", "5", nil)); err != nil {
-		t.Fatal(err)
-	}
-	first := get("w")
-	first.SetLabels(map[string]string{"changed": "by the caller"})
-	second := get("w")
-	if n := r.decodes.Load(); n != 1 {
-		t.Errorf("%d decodes for two reads of one revision, want 1", n)
-	}
-	if len(second.GetLabels()) != 0 {
-		t.Errorf("a caller's change of its answer reached the next answer: labels %v", second.GetLabels())
-	}
-	if err := w.Put(ctx, widget("ns", "w", "6", nil)); err != nil {
-		t.Fatal(err)
-	}
-	if rv := get("w").GetResourceVersion(); rv != "6" || r.decodes.Load() != 2 {
-		t.Errorf("after a new revision: resourceVersion %s after %d decodes, want 6 after 2", rv, r.decodes.Load())
-	}
-	// Past the bound the oldest object is forgotten, and decoded again.
-	for _, n := range []string{"a", "b"} {
-		if err := w.Put(ctx, widget("ns", n, "7", nil)); err != nil {
-			t.Fatal(err)
-		}
-		get(n)
-	}
-	get("w")
-	if n := r.decodes.Load(); n != 5 {
-		t.Errorf("%d decodes after reading three objects through a cache of two, want 5", n)
-	}
-	none := NewReader(kv, WithDecodedObjects(0))
-	for range 2 {
-		if _, _, err := none.Get(ctx, gvkWidget, "ns", "w", ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := none.decodes.Load(); n != 2 {
-		t.Errorf("%d decodes for two reads without a cache, want 2", n)
-	}
-}
-
 func TestPut(t *testing.T) {
 	big := widget("ns", "w", "6", nil)
 	_ = unstructured.SetNestedField(big.Object, strings.Repeat("x", 8192), "spec", "blob")
@@ -522,46 +466,6 @@ func TestList(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, names); diff != "" {
 				t.Errorf("%s\nList(): -want, +got:\n%s", tc.reason, diff)
-			}
-		})
-	}
-}
-
-// BenchmarkDecodeEntry turns one entry of a composed resource's size (spec,
-// status with conditions, managed fields) into an object again and again:
-// with the decoded-object cache (a copy per read) and without it (a JSON
-// decode per read). Get adds one JetStream round trip to either.
-func BenchmarkDecodeEntry(b *testing.B) {
-	kv := startBucket(b, 0)
-	u := widget("ns", "w", "5", map[string]string{"crossplane.io/composite": "x"})
-	for i := range 20 {
-		_ = unstructured.SetNestedField(u.Object, strings.Repeat("v", 40), "spec", "forProvider", "fields", "f"+strconv.Itoa(i))
-	}
-	_ = unstructured.SetNestedSlice(u.Object, []any{
-		map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-		map[string]any{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-	}, "status", "conditions")
-	mf := make([]any, 0, 3)
-	for _, m := range []string{"loom-renderer", "provider-nop", "loom-binder"} {
-		mf = append(mf, map[string]any{"manager": m, "operation": "Apply", "apiVersion": "example.org/v1", "time": "2026-01-01T00:00:00Z",
-			"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:spec": map[string]any{"f:forProvider": map[string]any{"f:fields": map[string]any{"f:a": map[string]any{}, "f:b": map[string]any{}}}}}})
-	}
-	_ = unstructured.SetNestedSlice(u.Object, mf, "metadata", "managedFields")
-	if err := NewWriter(kv).Put(b.Context(), u); err != nil {
-		b.Fatal(err)
-	}
-	e, err := kv.Get(b.Context(), KeyOf(gkWidget, "ns", "w").String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	for name, n := range map[string]int{"Cached": DefaultDecodedObjects, "Decoded": 0} {
-		b.Run(name, func(b *testing.B) {
-			r := NewReader(kv, WithDecodedObjects(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := r.decodeEntry(e); err != nil {
-					b.Fatal(err)
-				}
 			}
 		})
 	}

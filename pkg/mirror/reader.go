@@ -6,85 +6,22 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/lru"
 )
 
 // A Reader reads objects from the mirror. Its methods are safe for
 // concurrent use and block for one JetStream round trip (List: one scan of
 // a kind's keys). Objects it returns are the caller's to change.
-//
-// Get remembers the objects it decoded last, by key and entry revision, so
-// that reading an entry again (every render of an XR reads its composed
-// resources, most of them unchanged) copies the decoded object instead of
-// parsing its JSON again: a copy costs a fraction of a parse. The memory is
-// bounded by the number of objects kept (WithDecodedObjects), whatever the
-// number of objects in the mirror.
 type Reader struct {
-	kv      jetstream.KeyValue
-	decoded *lru.Cache // key string -> decodedEntry
-	// decodes counts JSON decodes, for tests.
-	decodes atomic.Int64
-}
-
-// decodedEntry is an object as decoded from one revision of its entry.
-type decodedEntry struct {
-	revision uint64
-	obj      *unstructured.Unstructured
-}
-
-// DefaultDecodedObjects is how many decoded objects a Reader keeps by
-// default.
-const DefaultDecodedObjects = 4096
-
-// A ReaderOption configures a Reader.
-type ReaderOption func(*Reader)
-
-// WithDecodedObjects sets how many decoded objects a Reader keeps (default
-// DefaultDecodedObjects); zero or less keeps none.
-func WithDecodedObjects(n int) ReaderOption {
-	return func(r *Reader) {
-		r.decoded = nil
-		if n > 0 {
-			r.decoded = lru.New(n)
-		}
-	}
+	kv jetstream.KeyValue
 }
 
 // NewReader returns a Reader of the bucket kv (see EnsureBucket).
-func NewReader(kv jetstream.KeyValue, opts ...ReaderOption) *Reader {
-	r := &Reader{kv: kv, decoded: lru.New(DefaultDecodedObjects)}
-	for _, o := range opts {
-		o(r)
-	}
-	return r
-}
-
-// decodeEntry returns the object of entry e, a copy of the one decoded
-// before when the entry's revision is the same.
-func (r *Reader) decodeEntry(e jetstream.KeyValueEntry) (*unstructured.Unstructured, error) {
-	if r.decoded != nil {
-		if v, ok := r.decoded.Get(e.Key()); ok {
-			if d := v.(decodedEntry); d.revision == e.Revision() { //nolint:forcetypeassert // The cache holds only decodedEntry.
-				return d.obj.DeepCopy(), nil
-			}
-		}
-	}
-	r.decodes.Add(1)
-	u, err := decode(e.Value())
-	if err != nil {
-		return nil, err
-	}
-	if r.decoded != nil {
-		r.decoded.Add(e.Key(), decodedEntry{revision: e.Revision(), obj: u.DeepCopy()})
-	}
-	return u, nil
-}
+func NewReader(kv jetstream.KeyValue) *Reader { return &Reader{kv: kv} }
 
 // Get reads one object and tells how its entry compares with
 // minResourceVersion, usually the resourceVersion of the event the caller
@@ -107,7 +44,7 @@ func (r *Reader) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace
 	if err != nil {
 		return nil, Unknown, fmt.Errorf("cannot read %s %s from the mirror: %w", gvk.Kind, name, err)
 	}
-	u, err := r.decodeEntry(e)
+	u, err := decode(e.Value())
 	if err != nil {
 		return nil, Unknown, fmt.Errorf("cannot decode %s %s from the mirror: %w", gvk.Kind, name, err)
 	}
