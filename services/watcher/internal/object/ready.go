@@ -19,14 +19,20 @@ func readyStatus(u *unstructured.Unstructured) string {
 	if !ok {
 		return u.GetAnnotations()[AnnotationReady]
 	}
+	return readyIn(status)
+}
+
+// readyIn returns the status of the Ready condition in an object's status
+// (the last one, should there be several), empty when it has none.
+func readyIn(status map[string]any) string {
+	ready := ""
 	conds, _ := status["conditions"].([]any)
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
-			s, _ := m["status"].(string)
-			return s
+			ready, _ = m["status"].(string)
 		}
 	}
-	return ""
+	return ready
 }
 
 // TurnedReady reports whether a change from old to cur of one object turned

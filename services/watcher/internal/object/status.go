@@ -70,13 +70,8 @@ func statusSummary(u *unstructured.Unstructured) string {
 			return v
 		}
 	}
-	ready := ""
+	ready := readyIn(status)
 	conds, _ := status["conditions"].([]any)
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
-			ready, _ = m["status"].(string)
-		}
-	}
 
 	patchable := fnv.New64a()
 	hashValue(patchable, without(status, machineryStatus))
