@@ -131,13 +131,14 @@
 // Each partition lane (urgent, normal, resync) keeps up to WithLookahead
 // received targets waiting for a slot in memory (their events get
 // InProgress while they wait); a lane with that many waiting stops pulling.
-// Freed slots go to urgent requests first, then to normal ones, then to
-// resync ones; within a lane, waiting requests are
-// served round-robin across tenant keys (WithFairKey: by default the
-// target's namespace, else a namespaced changed object's or controller's,
-// else a key derived from the target's name), first come, first served
-// within one key, so that a burst of one namespace does not make another
-// namespace's request wait behind all of it. The same target is
+// Freed slots go to real changes (urgent and normal requests), and to
+// resync ones only when no change waits. Changes are served round-robin
+// across tenant keys (WithFairKey: by default the target's namespace, else
+// a namespaced changed object's or controller's, else a key derived from
+// the target's name), and within a key urgent requests first, first come,
+// first served within a lane, so that a burst of one namespace, urgent or
+// not, does not make another namespace's request wait behind all of it,
+// while a namespace's progress passes its own backlog of new work. The same target is
 // serialized: an event that arrives while its target is being handled, or
 // waits, is held (newer ones replace it, and the replaced ones are acked),
 // and the target is handled with the newest event (once more, right after,

@@ -34,6 +34,9 @@ func TestFairBetweenTenants(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		key    func(bus.Request) string
+		// urgent publishes a's backlog in the urgent lane (b's request is
+		// normal).
+		urgent bool
 		// maxBefore is the most runs of the backlog before tenant b's.
 		maxBefore int
 		minBefore int
@@ -41,6 +44,12 @@ func TestFairBetweenTenants(t *testing.T) {
 		"Namespace": {
 			reason:    "Fair by namespace: b's request waits at most one run of a's, after the run holding the slot.",
 			key:       bus.NamespaceKey,
+			maxBefore: 2,
+		},
+		"NamespaceUrgentBacklog": {
+			reason:    "Fair by namespace across lanes: b's normal request waits at most one run of a's urgent backlog.",
+			key:       bus.NamespaceKey,
+			urgent:    true,
 			maxBefore: 2,
 		},
 		"None": {
@@ -59,13 +68,15 @@ func TestFairBetweenTenants(t *testing.T) {
 			<-b.started
 			var evs []*eventsv1.Event
 			for i := 1; i < backlog; i++ {
-				evs = append(evs, nsEvent("a", uid(i), 1))
+				ev := nsEvent("a", uid(i), 1)
+				ev.Urgent = tc.urgent
+				evs = append(evs, ev)
 			}
 			publishAll(t, p, evs...)
-			poll.True(t, time.Minute, "the backlog waiting", func() bool { _, n := r.w.Waiting(); return n == backlog-1 })
+			poll.True(t, time.Minute, "the backlog waiting", func() bool { u, n := r.w.Waiting(); return u+n == backlog-1 })
 			late := uid(100_000)
 			publishAll(t, p, nsEvent("b", late, 1))
-			poll.True(t, time.Minute, "b's request waiting", func() bool { _, n := r.w.Waiting(); return n == backlog })
+			poll.True(t, time.Minute, "b's request waiting", func() bool { u, n := r.w.Waiting(); return u+n == backlog })
 			close(b.release)
 			poll.True(t, 60*time.Second, "every request handled", func() bool { return len(b.handled()) == backlog+1 })
 			before := slices.Index(b.handled(), late)

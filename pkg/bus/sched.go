@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -84,27 +85,40 @@ type entry struct {
 }
 
 // scheduler bounds how many handlers of a Worker run at once and decides
-// who runs next. The main pool's free slots go to urgent requests first,
-// then to normal ones, and to resync requests only when neither waits (and
-// then to at most resyncSlots at once); within a lane, requests are served
-// round-robin across tenant keys (first come, first served within one key),
-// so that a burst of one tenant does not make another's request wait behind
-// all of it. Suspect targets run only in the quarantine pool.
+// who runs next. The main pool's free slots go to real changes (the urgent
+// and normal lanes) and to resync requests only when no change waits (and
+// then to at most resyncSlots at once). Changes are served round-robin
+// across tenant keys first and by lane second: each key in turn starts its
+// oldest urgent request, or its oldest normal one when it has no urgent
+// one, so that a burst of one tenant, whatever its lane, does not make
+// another's request wait behind all of it, and a tenant's progress still
+// passes its own backlog of new work. Suspect targets run only in the
+// quarantine pool.
 type scheduler struct {
-	mu      sync.Mutex
-	free    int // free slots of the main pool
-	rfree   int // main-pool slots resync runs may still take
-	qfree   int // free slots of the quarantine pool
-	lanes   [4]fairQueue
-	observe func(l lane, waited time.Duration)
+	mu         sync.Mutex
+	free       int       // free slots of the main pool
+	rfree      int       // main-pool slots resync runs may still take
+	qfree      int       // free slots of the quarantine pool
+	live       fairQueue // the urgent and normal lanes
+	resync     fairQueue
+	quarantine fairQueue
+	observe    func(l lane, waited time.Duration)
 }
 
 func newScheduler(main, quarantine int, observe func(lane, time.Duration)) *scheduler {
-	s := &scheduler{free: main, rfree: resyncSlots(main), qfree: quarantine, observe: observe}
-	for i := range s.lanes {
-		s.lanes[i].byKey = map[string][]*entry{}
+	return &scheduler{free: main, rfree: resyncSlots(main), qfree: quarantine, observe: observe}
+}
+
+// queue returns the queue of lane l.
+func (s *scheduler) queue(l lane) *fairQueue {
+	switch l {
+	case laneResync:
+		return &s.resync
+	case laneQuarantine:
+		return &s.quarantine
+	default:
+		return &s.live
 	}
-	return s
 }
 
 // add queues e and starts whatever can start.
@@ -112,7 +126,7 @@ func (s *scheduler) add(e *entry) {
 	s.mu.Lock()
 	e.since = time.Now()
 	e.queued = true
-	s.lanes[e.lane].push(e)
+	s.queue(e.lane).push(e)
 	granted := s.dispatch()
 	s.mu.Unlock()
 	s.start(granted)
@@ -144,7 +158,7 @@ func (s *scheduler) remove(e *entry) bool {
 		return false
 	}
 	e.queued = false
-	s.lanes[e.lane].remove(e)
+	s.queue(e.lane).remove(e)
 	return true
 }
 
@@ -157,9 +171,9 @@ func (s *scheduler) upgrade(e *entry, to lane) {
 		s.mu.Unlock()
 		return
 	}
-	s.lanes[e.lane].remove(e)
+	s.queue(e.lane).remove(e)
 	e.lane = to
-	s.lanes[to].push(e)
+	s.queue(to).push(e)
 	granted := s.dispatch()
 	s.mu.Unlock()
 	s.start(granted)
@@ -170,8 +184,10 @@ func (s *scheduler) waiting() [4]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n [4]int
-	for i := range s.lanes {
-		n[i] = s.lanes[i].n
+	for _, q := range []*fairQueue{&s.live, &s.resync, &s.quarantine} {
+		for l, c := range q.byLane {
+			n[l] += c
+		}
 	}
 	return n
 }
@@ -181,12 +197,9 @@ func (s *scheduler) waiting() [4]int {
 func (s *scheduler) dispatch() []*entry {
 	var granted []*entry
 	for s.free > 0 {
-		e := s.lanes[laneUrgent].pop()
-		if e == nil {
-			e = s.lanes[laneNormal].pop()
-		}
+		e := s.live.pop()
 		if e == nil && s.rfree > 0 {
-			if e = s.lanes[laneResync].pop(); e != nil {
+			if e = s.resync.pop(); e != nil {
 				s.rfree--
 			}
 		}
@@ -198,7 +211,7 @@ func (s *scheduler) dispatch() []*entry {
 		granted = append(granted, e)
 	}
 	for s.qfree > 0 {
-		e := s.lanes[laneQuarantine].pop()
+		e := s.quarantine.pop()
 		if e == nil {
 			break
 		}
@@ -219,68 +232,91 @@ func (s *scheduler) start(granted []*entry) {
 	}
 }
 
-// fairQueue is a round-robin of FIFO queues, one per tenant key: pop takes
-// the head of the next key's queue in turn. A key seen for the first time
-// joins the end of the turn order, so it waits at most one turn of every
-// other key.
+// fairQueue is a round-robin of queues, one per tenant key: pop takes,
+// from the next key in turn, the key's oldest entry of the first lane that
+// has one (lanes in the order they are served). A key seen for the first
+// time joins the end of the turn order, so it waits at most one turn of
+// every other key.
 type fairQueue struct {
-	byKey map[string][]*entry
-	ring  []string // keys with waiting entries, in turn order
-	next  int      // index in ring of the key served next
+	byKey  map[string]*keyQueue
+	ring   []string // keys with waiting entries, in turn order
+	next   int      // index in ring of the key served next
+	n      int
+	byLane [4]int // waiting entries, by lane
+}
+
+// keyQueue is one key's waiting entries, a FIFO queue per lane.
+type keyQueue struct {
+	lanes [4][]*entry
 	n     int
 }
 
 func (q *fairQueue) push(e *entry) {
-	l, ok := q.byKey[e.key]
+	if q.byKey == nil {
+		q.byKey = map[string]*keyQueue{}
+	}
+	k, ok := q.byKey[e.key]
 	if !ok {
 		// Join the turn order just before the key served next, that is at
 		// the end of the current round.
+		k = &keyQueue{}
+		q.byKey[e.key] = k
 		q.ring = append(q.ring, "")
 		copy(q.ring[q.next+1:], q.ring[q.next:])
 		q.ring[q.next] = e.key
 		q.next = (q.next + 1) % len(q.ring)
 	}
-	q.byKey[e.key] = append(l, e)
+	k.lanes[e.lane] = append(k.lanes[e.lane], e)
+	k.n++
 	q.n++
+	q.byLane[e.lane]++
 }
 
 func (q *fairQueue) pop() *entry {
 	if q.n == 0 {
 		return nil
 	}
-	k := q.ring[q.next]
-	l := q.byKey[k]
-	e := l[0]
-	l[0] = nil
-	q.n--
-	if len(l) == 1 {
+	k := q.byKey[q.ring[q.next]]
+	var e *entry
+	for l, es := range k.lanes {
+		if len(es) > 0 {
+			e = es[0]
+			es[0] = nil
+			k.lanes[l] = es[1:]
+			break
+		}
+	}
+	q.taken(e)
+	if k.n == 0 {
 		q.dropKey(q.next)
 		return e
 	}
-	q.byKey[k] = l[1:]
 	q.next = (q.next + 1) % len(q.ring)
 	return e
 }
 
+// taken counts e out of the queue.
+func (q *fairQueue) taken(e *entry) {
+	q.byKey[e.key].n--
+	q.n--
+	q.byLane[e.lane]--
+}
+
 // remove takes e out of the queue, wherever it is.
 func (q *fairQueue) remove(e *entry) {
-	l := q.byKey[e.key]
-	for i, x := range l {
-		if x != e {
-			continue
-		}
-		q.n--
-		if len(l) == 1 {
-			for j, k := range q.ring {
-				if k == e.key {
-					q.dropKey(j)
-					break
-				}
-			}
-			return
-		}
-		q.byKey[e.key] = append(l[:i:i], l[i+1:]...)
+	k := q.byKey[e.key]
+	if k == nil {
 		return
+	}
+	es := k.lanes[e.lane]
+	i := slices.Index(es, e)
+	if i < 0 {
+		return
+	}
+	k.lanes[e.lane] = append(es[:i:i], es[i+1:]...)
+	q.taken(e)
+	if k.n == 0 {
+		q.dropKey(slices.Index(q.ring, e.key))
 	}
 }
 

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +14,11 @@ import (
 func TestFairQueue(t *testing.T) {
 	cases := map[string]struct {
 		reason string
-		ops    []string // keys to push; "-" pops
-		want   []string // the keys popped, in order
+		ops    []string // keys to push, "key" (normal lane) or "key!" (urgent lane); "-" pops
+		want   []string // the entries popped, in order
 	}{
 		"OneKeyFIFO": {
-			reason: "Entries of one key come out in the order they went in.",
+			reason: "Entries of one key and lane come out in the order they went in.",
 			ops:    []string{"a", "a", "a", "-", "-", "-", "-"},
 			want:   []string{"a", "a", "a", ""},
 		},
@@ -36,35 +37,52 @@ func TestFairQueue(t *testing.T) {
 			ops:    []string{"a", "a", "b", "b", "-", "c", "-", "-", "-", "-"},
 			want:   []string{"a", "b", "a", "c", "b"},
 		},
+		"UrgentFirstWithinKey": {
+			reason: "A key's urgent entries pass its normal ones, whenever they came.",
+			ops:    []string{"a", "a", "a!", "-", "-", "-"},
+			want:   []string{"a!", "a", "a"},
+		},
+		"KeyBeforeLane": {
+			reason: "Keys take turns whatever their lanes: a backlog of urgent entries of one key does not hold back another key's normal entry.",
+			ops:    []string{"a!", "a!", "a!", "b", "-", "-", "-", "-"},
+			want:   []string{"a!", "b", "a!", "a!"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			q := fairQueue{byKey: map[string][]*entry{}}
+			q := fairQueue{}
 			var got []string
 			for _, o := range tc.ops {
 				if o != "-" {
-					q.push(&entry{key: o})
+					e := &entry{key: strings.TrimSuffix(o, "!"), lane: laneNormal}
+					if strings.HasSuffix(o, "!") {
+						e.lane = laneUrgent
+					}
+					q.push(e)
 					continue
 				}
 				e := q.pop()
-				if e == nil {
+				switch {
+				case e == nil:
 					got = append(got, "")
-					continue
+				case e.lane == laneUrgent:
+					got = append(got, e.key+"!")
+				default:
+					got = append(got, e.key)
 				}
-				got = append(got, e.key)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\npop order: -want, +got:\n%s", tc.reason, diff)
 			}
-			if q.n != 0 && len(q.ring) == 0 {
-				t.Errorf("%d entries counted and no key in the ring", q.n)
+			if q.n != q.byLane[laneUrgent]+q.byLane[laneNormal] || q.n != 0 && len(q.ring) == 0 {
+				t.Errorf("%d entries counted (%v by lane), ring %v", q.n, q.byLane, q.ring)
 			}
 		})
 	}
 }
 
 func TestFairQueueRemove(t *testing.T) {
-	q := fairQueue{byKey: map[string][]*entry{}}
+	q := fairQueue{}
 	a1, a2, b1 := &entry{key: "a"}, &entry{key: "a"}, &entry{key: "b"}
 	for _, e := range []*entry{a1, a2, b1} {
 		q.push(e)

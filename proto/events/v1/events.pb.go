@@ -198,8 +198,9 @@ type Event struct {
 	Source string `protobuf:"bytes,9,opt,name=source,proto3" json:"source,omitempty"`
 	// Progress of work already under way (a composed resource or an XR
 	// whose readiness changed, say): the bus queues the request in its
-	// target's urgent lane, which workers serve before the rest of the
-	// partition, so that finishing started work does not wait behind new work.
+	// target's urgent lane, which workers serve before the rest of its
+	// tenant's requests (tenants take turns whatever their lanes), so that
+	// finishing started work does not wait behind new work.
 	Urgent        bool `protobuf:"varint,10,opt,name=urgent,proto3" json:"urgent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
