@@ -14,7 +14,8 @@ import (
 )
 
 // AnnotationStatus is kept on cached XRs only, beside AnnotationDigest: a
-// summary of the XR's status in three parts, "<ready>/<patchable>/<claim>",
+// summary of the XR's status in four parts,
+// "<ready>/<patchable>/<claim>/<published>",
 // so that the watcher can tell which services a change of the status alone
 // concerns (see StatusChanges). Like the digest it exists only in the
 // watcher's cache.
@@ -42,9 +43,14 @@ const (
 	// has a status at all (the claim's first status waits for it).
 	StatusClaim
 
+	// StatusPublished is the time the connection Secret of a Ready XR was
+	// last published (connectionDetails.lastPublishedTime): the news that
+	// a claim waiting for its Secret can turn Ready.
+	StatusPublished
+
 	// StatusAll is every part; it is the change when either summary is
 	// unknown.
-	StatusAll = StatusReady | StatusPatchable | StatusClaim
+	StatusAll = StatusReady | StatusPatchable | StatusClaim | StatusPublished
 )
 
 // machineryStatus are the XR status fields that Loom's services write for
@@ -76,6 +82,7 @@ func statusSummary(u *unstructured.Unstructured) string {
 	patchable := fnv.New64a()
 	hashValue(patchable, without(status, machineryStatus))
 
+	var published string
 	claim := fnv.New64a()
 	if ok {
 		// The claim's first status waits for its XR's first status,
@@ -91,6 +98,7 @@ func statusSummary(u *unstructured.Unstructured) string {
 		cd, _ := status["connectionDetails"].(map[string]any)
 		last, _ := cd["lastPublishedTime"].(string)
 		_, _ = io.WriteString(claim, "\x00"+last)
+		published = strconv.FormatUint(fnvString(last), 16)
 	}
 	types, _ := status["claimConditionTypes"].([]any)
 	for _, c := range conds {
@@ -99,18 +107,24 @@ func statusSummary(u *unstructured.Unstructured) string {
 			hashValue(claim, m)
 		}
 	}
-	return ready + "/" + strconv.FormatUint(patchable.Sum64(), 16) + "/" + strconv.FormatUint(claim.Sum64(), 16)
+	return ready + "/" + strconv.FormatUint(patchable.Sum64(), 16) + "/" + strconv.FormatUint(claim.Sum64(), 16) + "/" + published
+}
+
+func fnvString(s string) uint64 {
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, s)
+	return h.Sum64()
 }
 
 // StatusChanges returns the parts of an XR's status that differ between two
 // cached versions; StatusAll when either has no summary.
 func StatusChanges(old, cur Meta) StatusChange {
 	o, c := strings.Split(old.Status, "/"), strings.Split(cur.Status, "/")
-	if len(o) != 3 || len(c) != 3 {
+	if len(o) != 4 || len(c) != 4 {
 		return StatusAll
 	}
 	var ch StatusChange
-	for i, part := range []StatusChange{StatusReady, StatusPatchable, StatusClaim} {
+	for i, part := range []StatusChange{StatusReady, StatusPatchable, StatusClaim, StatusPublished} {
 		if o[i] != c[i] {
 			ch |= part
 		}

@@ -45,9 +45,9 @@ status:
 			want:   StatusPatchable | StatusClaim,
 		},
 		"Ready": {
-			reason: "Readiness concerns the secrets service and the claim's mirror.",
+			reason: "Readiness concerns the secrets service and the claim's mirror; a Secret published before counts as published once the XR is Ready.",
 			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "True", "reason": "Available"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
-			want:   StatusReady | StatusClaim,
+			want:   StatusReady | StatusClaim | StatusPublished,
 		},
 		"ReadyMessage": {
 			reason: "The message of a Ready condition whose status stays concerns no one.",
@@ -92,7 +92,7 @@ status:
 			}
 			got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur))
 			if got != tc.want {
-				t.Errorf("%s\nStatusChanges(): got %03b, want %03b", tc.reason, got, tc.want)
+				t.Errorf("%s\nStatusChanges(): got %04b, want %04b", tc.reason, got, tc.want)
 			}
 		})
 	}
@@ -104,8 +104,8 @@ status:
 		ready := strings.Replace(base, `{type: Ready, status: "False", reason: Creating, message: "1 of 3 ready"}`, `{type: Ready, status: "True", reason: Available}`, 1)
 		old := parse(t, ready)
 		cur := parse(t, strings.Replace(ready, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", 1))
-		if got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur)); got != StatusClaim {
-			t.Errorf("A Ready XR's new lastPublishedTime concerns the claim's mirror: got %03b, want %03b", got, StatusClaim)
+		if got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur)); got != StatusClaim|StatusPublished {
+			t.Errorf("A Ready XR's new lastPublishedTime is a publication for the claim's mirror: got %04b, want %04b", got, StatusClaim|StatusPublished)
 		}
 	})
 

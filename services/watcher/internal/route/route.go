@@ -73,9 +73,11 @@
 //
 // Urgent deliveries report progress of work under way: a change of an XR's
 // readiness, to the secrets service and to the binder's mirror of the claim,
+// a new publication of a Ready XR's connection Secret, to the binder's
+// mirror of the claim (a claim that asks for a Secret turns Ready with it),
 // and a composed resource turning Ready (its Ready condition's status turned
 // True, Object.TurnedReady), to the renderer. The bus serves them before the
-// rest of their partitions (eventsv1.Event.Urgent), so that a claim whose
+// rest of their tenants' requests (eventsv1.Event.Urgent), so that a claim whose
 // resources are Ready does not wait behind the backlog of new claims. Other
 // changes of a composed resource's status are not urgent: a status that
 // never settles would take the lane from everyone; and the watcher bounds
@@ -160,7 +162,8 @@ type Delivery struct {
 	Target  Target
 	Reason  string
 	// Urgent marks progress of work under way, which the bus serves
-	// before the rest of the target's partition (eventsv1.Event.Urgent).
+	// before the rest of the target's tenant's requests
+	// (eventsv1.Event.Urgent).
 	Urgent bool
 }
 
@@ -316,6 +319,10 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				switch {
 				case o.StatusOnly && o.StatusChanged&object.StatusReady != 0:
 					deliver(true, false, "bound composite resource readiness changed", claim, Binder)
+				case o.StatusOnly && o.StatusChanged&object.StatusPublished != 0:
+					// A claim that asks for a connection Secret turns
+					// Ready with its publication: progress, like Ready.
+					deliver(true, false, "bound composite resource published its connection Secret", claim, Binder)
 				case o.StatusOnly:
 					// The mirror copies the binder's own conditions too.
 					add("bound composite resource changed", claim, Binder)

@@ -217,6 +217,18 @@ func TestRoute(t *testing.T) {
 				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed", Urgent: true},
 			},
 		},
+		"BoundXRPublished": {
+			reason: "A Ready XR's new connection Secret publication goes to the claim's mirror, urgent: the claim turns Ready with it.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusClaim | object.StatusPublished
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource published its connection Secret", Urgent: true},
+			},
+		},
 		"BoundXRMachineryStatus": {
 			reason: "A change of the machinery's own status fields alone (a condition no one mirrors, connectionDetails) goes nowhere.",
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
