@@ -134,8 +134,9 @@
 // Freed slots go to real changes (urgent and normal requests), and to
 // resync ones only when no change waits. Changes are served round-robin
 // across tenant keys (WithFairKey: by default the target's namespace, else
-// a namespaced changed object's or controller's, else a key derived from
-// the target's name), and within a key urgent requests first, first come,
+// the event's tenant, the namespace of the claim an XR is bound to, else a
+// namespaced changed object's or controller's, else a key derived from the
+// target's name), and within a key urgent requests first, first come,
 // first served within a lane, so that a burst of one namespace, urgent or
 // not, does not make another namespace's request wait behind all of it,
 // while a namespace's progress passes its own backlog of new work. The same target is

@@ -28,12 +28,15 @@ func ParseFairKey(s string) (func(Request) string, error) {
 func NoKey(Request) string { return "" }
 
 // NamespaceKey is the tenant of a request: the target's namespace; for a
-// cluster-scoped target, the namespace of the changed object or of its
-// controller when they have one; else a key derived from the target's name
-// (see nameKey). Events do not carry a claim's namespace, so the XRs of
-// claims of one namespace fall under name-derived keys.
+// cluster-scoped target, the event's tenant (the namespace of the claim an
+// XR is bound to, which the watcher sets), else the namespace of the
+// changed object or of its controller when they have one; else a key
+// derived from the target's name (see nameKey).
 func NamespaceKey(r Request) string {
 	if ns := r.Target.GetNamespace(); ns != "" {
+		return "ns/" + ns
+	}
+	if ns := r.Event.GetTenant(); ns != "" {
 		return "ns/" + ns
 	}
 	if ns := r.Event.GetObject().GetNamespace(); ns != "" {

@@ -111,6 +111,11 @@ func TestNamespaceKey(t *testing.T) {
 			req:    Request{Target: ref("team-a", "db"), Event: &eventsv1.Event{Object: ref("team-a", "db")}},
 			want:   "ns/team-a",
 		},
+		"ClusterScopedTargetTenant": {
+			reason: "A cluster-scoped target (an XR) takes the tenant its event names (its claim's namespace), whatever changed.",
+			req:    Request{Target: ref("", "db-x7k2p"), Event: &eventsv1.Event{Object: ref("", "db-x7k2p-bucket"), Target: ref("", "db-x7k2p"), Tenant: "team-c"}},
+			want:   "ns/team-c",
+		},
 		"ClusterScopedTargetNamespacedObject": {
 			reason: "A cluster-scoped target changed through a namespaced object (its claim) takes that object's namespace.",
 			req:    Request{Target: ref("", "db-x7k2p"), Event: &eventsv1.Event{Object: ref("team-b", "db"), Target: ref("", "db-x7k2p")}},

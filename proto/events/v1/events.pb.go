@@ -201,7 +201,11 @@ type Event struct {
 	// target's urgent lane, which workers serve before the rest of its
 	// tenant's requests (tenants take turns whatever their lanes), so that
 	// finishing started work does not wait behind new work.
-	Urgent        bool `protobuf:"varint,10,opt,name=urgent,proto3" json:"urgent,omitempty"`
+	Urgent bool `protobuf:"varint,10,opt,name=urgent,proto3" json:"urgent,omitempty"`
+	// The namespace of the claim the target's work is for, when the publisher
+	// knows it and the target is cluster scoped (an XR bound to a claim): the
+	// bus's default tenant key serves requests round-robin across it.
+	Tenant        string `protobuf:"bytes,11,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +310,13 @@ func (x *Event) GetUrgent() bool {
 	return false
 }
 
+func (x *Event) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 var File_events_v1_events_proto protoreflect.FileDescriptor
 
 const file_events_v1_events_proto_rawDesc = "" +
@@ -317,7 +328,7 @@ const file_events_v1_events_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x10\n" +
-	"\x03uid\x18\x06 \x01(\tR\x03uid\"\xab\x03\n" +
+	"\x03uid\x18\x06 \x01(\tR\x03uid\"\xc3\x03\n" +
 	"\x05Event\x121\n" +
 	"\x06object\x18\x01 \x01(\v2\x19.loom.events.v1.ObjectRefR\x06object\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1e\n" +
@@ -333,7 +344,8 @@ const file_events_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\x16\n" +
 	"\x06source\x18\t \x01(\tR\x06source\x12\x16\n" +
 	"\x06urgent\x18\n" +
-	" \x01(\bR\x06urgent*\x9d\x01\n" +
+	" \x01(\bR\x06urgent\x12\x16\n" +
+	"\x06tenant\x18\v \x01(\tR\x06tenant*\x9d\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +

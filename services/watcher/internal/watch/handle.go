@@ -105,7 +105,9 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 			d.Urgent = false
 			w.demoted.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("service", d.Service)))
 		}
-		w.publish(ctx, d.Service, newEvent(m, typ, d))
+		ev := newEvent(m, typ, d)
+		ev.Tenant = w.tenant(d.Target, o)
+		w.publish(ctx, d.Service, ev)
 	}
 	if roles&route.RoleXR != 0 {
 		w.awaitClaim(m, o.ClaimRef, typ, lk.missed)
@@ -113,6 +115,32 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	if roles&route.RoleClaim != 0 && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
 		w.claimArrived(m)
 	}
+}
+
+// tenant returns the namespace of the claim a cluster-scoped target (an
+// XR) is bound to, which the bus serves requests round-robin across: the
+// changed object's own claim, or the cached target's; empty when the target
+// is namespaced or bound to no claim.
+func (w *Watcher) tenant(t route.Target, o route.Object) string {
+	if t.Namespace != "" {
+		return ""
+	}
+	if t.UID == o.UID {
+		if o.ClaimRef != nil {
+			return o.ClaimRef.Namespace
+		}
+		return ""
+	}
+	_, obj, ok := lookup{w}.xr(t.UID)
+	if !ok {
+		return ""
+	}
+	if u := object.Unstructured(obj); u != nil {
+		if r := object.ClaimRef(u); r != nil {
+			return r.Namespace
+		}
+	}
+	return ""
 }
 
 // routeObject returns the cached object obj, with metadata m, as routing

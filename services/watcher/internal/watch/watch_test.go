@@ -369,6 +369,7 @@ spec:
 	var claim, xr, nop *unstructured.Unstructured
 	t.Run("ClaimXRAndComposed", func(t *testing.T) {
 		from := rec.len()
+		start := from
 		claim = c.create(t, gvrClaim, `
 apiVersion: watch.test.loom.dev/v1
 kind: Widget
@@ -424,6 +425,19 @@ spec: {forProvider: {}}
 		for _, p := range rec.since(from) {
 			if p.ev.GetObject().GetUid() == string(unlabelled.GetUID()) {
 				t.Errorf("published an event for a NopResource that is not composed: %s", dump([]published{p}))
+			}
+		}
+		// The bus serves requests round-robin across tenants: events for
+		// the XR, cluster scoped, name its claim's namespace as their
+		// tenant, whichever object changed (the XR or its composed
+		// resource); events for the namespaced claim need none.
+		for _, p := range rec.since(start) {
+			want := ""
+			if p.ev.GetTarget().GetUid() == string(xr.GetUID()) {
+				want = "team-a"
+			}
+			if got := p.ev.GetTenant(); got != want {
+				t.Errorf("tenant %q, want %q, in:\n%s", got, want, dump([]published{p}))
 			}
 		}
 		c.delete(t, gvrNop, "", unlabelled.GetName())
