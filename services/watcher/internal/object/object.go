@@ -150,8 +150,11 @@ func Transform(s Shape) cache.TransformFunc {
 			ann := digestAnnotations(o.GetAnnotations(), o.GetFinalizers())
 			if s&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(o))
-			} else if r := readyStatus(o); r != "" {
-				ann = with(ann, AnnotationReady, r)
+			} else {
+				if r := readyStatus(o); r != "" {
+					ann = with(ann, AnnotationReady, r)
+				}
+				ann = with(ann, AnnotationStatusFields, statusFields(o))
 			}
 			if w := writersOf(o); w != "" {
 				ann = with(ann, AnnotationWriters, w)
@@ -270,7 +273,8 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 // watcherAnnotation reports whether an annotation is one the watcher keeps
 // on cached objects.
 func watcherAnnotation(k string) bool {
-	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady
+	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady ||
+		k == AnnotationStatusFields
 }
 
 // with returns m with k set to v, creating m if it is nil.
@@ -315,6 +319,10 @@ type Meta struct {
 	// Ready is the status of the Ready condition of an XR (from Status) or
 	// of another object cached in full (AnnotationReady).
 	Ready string
+	// StatusFields summarises the status outside its conditions of an
+	// object cached in full other than an XR (AnnotationStatusFields);
+	// empty for other objects.
+	StatusFields string
 }
 
 // StatusOnly reports whether a change from old to cur touched nothing but
@@ -365,6 +373,7 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 		Status:          o.GetAnnotations()[AnnotationStatus],
 		Writers:         o.GetAnnotations()[AnnotationWriters],
 		Ready:           ready,
+		StatusFields:    ann[AnnotationStatusFields],
 	}, nil
 }
 

@@ -174,11 +174,14 @@ metadata:
 			}
 			want := parse(t, tc.want)
 			in := parse(t, tc.in)
-			// The digest's and the status summary's own behaviour are
-			// TestDigest's and TestStatusChanges' business.
+			// The digest's, the status summary's and the status fields'
+			// own behaviour are TestDigest's, TestStatusChanges' and
+			// TestStatusFieldsChanged's business.
 			ann := digestAnnotations(in.GetAnnotations(), in.GetFinalizers())
 			if tc.shape&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(in))
+			} else {
+				ann = with(ann, AnnotationStatusFields, statusFields(in))
 			}
 			if w := writersOf(in); w != "" {
 				ann = with(ann, AnnotationWriters, w)

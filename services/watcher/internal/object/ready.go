@@ -1,6 +1,9 @@
 package object
 
 import (
+	"hash/fnv"
+	"strconv"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -11,6 +14,39 @@ import (
 // tells a composed resource turning Ready (TurnedReady) from one whose
 // status changed in another way.
 const AnnotationReady = "loom.dev/watcher-ready"
+
+// AnnotationStatusFields is kept, like AnnotationReady, on cached objects
+// the watcher holds in full other than XRs: a hash of the object's status
+// without its conditions. Comparing two versions tells a change of the
+// conditions alone (a provider's Ready and Synced) from a change of what a
+// connection detail of type FromFieldPath may read (status.atProvider,
+// say). Like the digest it exists only in the watcher's cache.
+const AnnotationStatusFields = "loom.dev/watcher-status-fields"
+
+// statusFields returns the AnnotationStatusFields value of an object. An
+// object that was cached already (it has the annotation and no status)
+// keeps its value.
+func statusFields(u *unstructured.Unstructured) string {
+	status, ok := u.Object["status"].(map[string]any)
+	if v, has := u.GetAnnotations()[AnnotationStatusFields]; !ok && has {
+		return v
+	}
+	rest := without(status, []string{"conditions"})
+	if len(rest) == 0 {
+		// No status and a status of conditions alone are the same.
+		rest = nil
+	}
+	h := fnv.New64a()
+	hashValue(h, rest)
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// StatusFieldsChanged reports whether a change from old to cur of one
+// object changed its status outside its conditions, or may have: it is true
+// when either version was not cached in full.
+func StatusFieldsChanged(old, cur Meta) bool {
+	return old.StatusFields == "" || cur.StatusFields == "" || old.StatusFields != cur.StatusFields
+}
 
 // readyStatus returns the AnnotationReady value of an object. An object that
 // was cached already (it has the annotation and no status) keeps its value.

@@ -146,3 +146,69 @@ func cachedMeta(t *testing.T, s Shape, gvk schema.GroupVersionKind, obj any) Met
 	}
 	return m
 }
+
+func TestStatusFieldsChanged(t *testing.T) {
+	base := `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata: {name: n}
+status:
+  atProvider: {fields: {selfLink: a}}
+  conditions:
+  - {type: Synced, status: "True", reason: ReconcileSuccess}
+  - {type: Ready, status: "False", reason: Creating}
+`
+	cases := map[string]struct {
+		reason   string
+		old, cur string
+		unknown  bool // the old version was not cached in full
+		want     bool
+	}{
+		"Same": {
+			reason: "The same status is no change.",
+			old:    base, cur: base,
+		},
+		"ConditionsOnly": {
+			reason: "A change of the conditions alone (a provider's Ready) changes no other field.",
+			old:    base, cur: strings.Replace(base, `{type: Ready, status: "False", reason: Creating}`, `{type: Ready, status: "True", reason: Available}`, 1),
+		},
+		"FirstConditions": {
+			reason: "A first status of conditions alone is no change of the other fields: they are as absent as before.",
+			old:    "apiVersion: nop.crossplane.io/v1alpha1\nkind: NopResource\nmetadata: {name: n}\n",
+			cur:    "apiVersion: nop.crossplane.io/v1alpha1\nkind: NopResource\nmetadata: {name: n}\nstatus: {conditions: [{type: Ready, status: \"True\"}]}\n",
+		},
+		"AtProvider": {
+			reason: "A changed field outside the conditions is what a FromFieldPath connection detail may read.",
+			old:    base, cur: strings.Replace(base, "selfLink: a", "selfLink: b", 1),
+			want: true,
+		},
+		"Unknown": {
+			reason: "A version not cached in full may have changed anything.",
+			old:    base, cur: base, unknown: true,
+			want: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			meta := func(y string) Meta {
+				t.Helper()
+				got, err := Transform(0)(parse(t, y))
+				if err != nil {
+					t.Fatalf("Transform(): %v", err)
+				}
+				m, err := MetaOf(schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}, got)
+				if err != nil {
+					t.Fatalf("MetaOf(): %v", err)
+				}
+				return m
+			}
+			old, cur := meta(tc.old), meta(tc.cur)
+			if tc.unknown {
+				old.StatusFields = ""
+			}
+			if got := StatusFieldsChanged(old, cur); got != tc.want {
+				t.Errorf("%s\nStatusFieldsChanged(): got %t, want %t", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

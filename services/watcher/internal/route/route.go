@@ -22,7 +22,9 @@
 //	                              secrets   the claim (*), not when created
 //	composed resource (labelled   renderer  the controlling XR
 //	crossplane.io/composite, with binder    the controlling XR (**)
-//	a controller reference)       secrets   the controlling XR
+//	a controller reference)       secrets   the controlling XR, not for a
+//	                                        change of the status's
+//	                                        conditions alone
 //	watched on request of XRs     renderer  each requesting XR
 //
 // (**) Only where a ReferenceRule names the composed resource's kind (or,
@@ -186,6 +188,10 @@ type Object struct {
 	// TurnedReady is true for an update that turned the Ready condition of
 	// an XR or of an object cached in full True (object.TurnedReady).
 	TurnedReady bool
+	// StatusFieldsChanged is, for a StatusOnly update of an object other
+	// than an XR, whether its status changed outside its conditions
+	// (object.StatusFieldsChanged: true when that is not known).
+	StatusFieldsChanged bool
 	// ComposedKinds are, for an XR, the kinds its spec.resourceRefs name.
 	ComposedKinds []schema.GroupKind
 }
@@ -353,6 +359,15 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		if l.Referenced(o.GVK.GroupKind()) {
 			readers = append(readers, Binder)
 		}
+		// The secrets service reads a composed resource's status only
+		// through connection details of type FromFieldPath, never its
+		// conditions: a change of the conditions alone (a provider's
+		// Ready and Synced) is no news to it. (A nested XR's status is
+		// summarised otherwise, see the XR's case.)
+		statusReaders := readers
+		if !o.StatusFieldsChanged && !roles.Has(RoleXR) {
+			statusReaders = readers[1:]
+		}
 		switch {
 		case o.StatusOnly && nested && o.StatusChanged&(object.StatusReady|object.StatusPatchable) != 0:
 			// The renderer wrote the nested XR's status in the nested
@@ -367,11 +382,11 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// new claims (the watcher bounds how often one target gets
 			// urgent deliveries).
 			deliver(true, true, "composed resource turned Ready", xr, Renderer)
-			deliver(false, true, "composed resource status changed", xr, readers...)
+			deliver(false, true, "composed resource status changed", xr, statusReaders...)
 		case o.StatusOnly:
 			// Not urgent: any other change of a status, which may be
 			// one that never settles.
-			deliver(false, true, "composed resource status changed", xr, append([]string{Renderer}, readers...)...)
+			deliver(false, true, "composed resource status changed", xr, append([]string{Renderer}, statusReaders...)...)
 		default:
 			// The renderer hears of the creations it made in mode
 			// Pipeline: functions see a composed resource (to judge it

@@ -256,7 +256,7 @@ func TestRoute(t *testing.T) {
 		},
 		"ComposedStatus": {
 			reason: "A change of a composed resource's status alone is not urgent: it may never settle.",
-			o:      with(nop, func(o *Object) { o.StatusOnly = true }),
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true }),
 			roles:  RoleComposed,
 			want: []Delivery{
 				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
@@ -266,12 +266,30 @@ func TestRoute(t *testing.T) {
 		},
 		"ComposedTurnedReady": {
 			reason: "A composed resource turning Ready is readiness progress: urgent for the renderer, which decides whether the XR is Ready, and for no one else.",
-			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.TurnedReady = true }),
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.TurnedReady = true; o.StatusFieldsChanged = true }),
 			roles:  RoleComposed,
 			want: []Delivery{
 				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
 				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedConditionsOnly": {
+			reason: "A change of a composed resource's conditions alone is no news to the secrets service, which reads no condition of it.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true }),
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedTurnedReadyConditionsOnly": {
+			reason: "A provider's Ready condition alone goes to the renderer (urgent) and the binder, whose references may wait for it, not to the secrets service.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.TurnedReady = true }),
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
 			},
 		},
 		"XRBoundToUnknownClaim": {
@@ -600,6 +618,7 @@ func TestRoute(t *testing.T) {
 				o.Writers = []string{"loom-renderer"}
 				o.StatusOnly = true
 				o.StatusChanged = object.StatusAll
+				o.StatusFieldsChanged = true
 			}),
 			roles: RoleComposed,
 			want: []Delivery{
@@ -667,7 +686,7 @@ func TestRoute(t *testing.T) {
 		},
 		"ComposedStatusNoRules": {
 			reason: "Nor does its status.",
-			o:      with(nop, func(o *Object) { o.StatusOnly = true }),
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true }),
 			roles:  RoleComposed,
 			l:      unreferenced(gvkNop),
 			want: []Delivery{

@@ -95,6 +95,7 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 			o.StatusOnly = true
 			o.StatusChanged = object.StatusChanges(*old, m)
 			o.TurnedReady = object.TurnedReady(*old, m)
+			o.StatusFieldsChanged = object.StatusFieldsChanged(*old, m)
 		}
 	}
 	ctx, span := w.startSpan(m, typ, w.owners(m, o.ClaimRef)...)

@@ -128,7 +128,22 @@ spec: {forProvider: {}}
 			if p.ev.GetUrgent() != want {
 				t.Errorf("urgent = %t, want %t (only the renderer's delivery of the turn to Ready is urgent):\n%s", p.ev.GetUrgent(), want, dump([]published{p}))
 			}
+			if p.service == route.Secrets {
+				t.Errorf("a change of a composed resource's conditions alone reached the secrets service, which reads none:\n%s", dump([]published{p}))
+			}
 		}
+		// A status field outside the conditions is what a connection
+		// detail of type FromFieldPath may read: it reaches the secrets
+		// service.
+		from = pub.len()
+		out, err := c.resource(gvrNop, "").Patch(t.Context(), nop.GetName(), types.MergePatchType, []byte(`{"status":{"atProvider":{"endpoint":"db.example.org"}}}`), metav1.PatchOptions{}, "status")
+		if err != nil {
+			t.Fatalf("cannot set status.atProvider of %s: %v", nop.GetName(), err)
+		}
+		pub.expect(t, from,
+			want{service: route.Renderer, object: nop.GetUID(), target: xr.GetUID(), rv: out.GetResourceVersion(), reason: "composed resource status changed"},
+			want{service: route.Secrets, object: nop.GetUID(), target: xr.GetUID(), rv: out.GetResourceVersion(), reason: "composed resource status changed"},
+		)
 	})
 
 	t.Run("ResyncPurgesWhatVanishedMeanwhile", func(t *testing.T) {
