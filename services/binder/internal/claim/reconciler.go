@@ -315,6 +315,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}
+	if !condition.IsTrue(xr, common.TypeReady) && !condition.IsTrue(cm, common.TypeReady) && reconcile.Superseded(ctx) {
+		// The claim would say "waiting" (again, or for the first time),
+		// and a newer event for it has come (its XR's progress, say): the
+		// run it brings, right after this one, writes the status from
+		// newer news. Under load this folds a claim's progress into
+		// fewer writes.
+		log.Debug("Leaving the claim's status to the reconcile of a newer event")
+		return reconcile.Result{}, nil
+	}
 	if r.confirmWaits && len(condition.Observed(cm)) == 0 && !condition.IsTrue(xr, common.TypeReady) {
 		// The wait is over, or the XR's status is new: the XR may be
 		// Ready by now although the read path does not know yet.

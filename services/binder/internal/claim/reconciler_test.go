@@ -290,7 +290,9 @@ func TestReconcile(t *testing.T) {
 		d      *xv1.CompositeResourceDefinition
 		hook   func(*fakeClient, string, *unstructured.Unstructured) error
 		opts   []Option
-		want   want
+		// superseded: a newer event for the claim came while it runs.
+		superseded bool
+		want       want
 	}{
 		"BindsNewClaim": {
 			reason: "A new claim gets a generated name, recorded on the claim first, then an XR created with that name (a plain create).",
@@ -549,6 +551,26 @@ func TestReconcile(t *testing.T) {
 				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
 			},
 		},
+		"WaitingSuperseded": {
+			reason:     "A status that would say the claim waits, while a newer event for the claim has come, is left to that event's reconcile: no confirming read, no write.",
+			objs:       []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", createdAt(-DefaultFirstStatusWait), withNotReady)},
+			opts:       []Option{WithConfirmedWaits()},
+			superseded: true,
+			want: want{
+				calls: []string{"get Database db", "get XDatabase db-bbbbb"},
+				xrs:   map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
+		"ReadySuperseded": {
+			reason:     "A claim turning Ready is written at once, newer events or not.",
+			objs:       []*unstructured.Unstructured{testClaim(withRef("db-bbbbb")), testXR("db-bbbbb", "team-a", "db", withStatus)},
+			superseded: true,
+			want: want{
+				calls:  []string{"get Database db", "get XDatabase db-bbbbb", "applyStatus Database db"},
+				synced: "ReconcileSuccess",
+				xrs:    map[string]string{"db-bbbbb": "team-a/db"},
+			},
+		},
 		"Unchanged": {
 			reason: "A bound claim whose XR and status already agree writes nothing.",
 			objs: func() []*unstructured.Unstructured {
@@ -621,7 +643,11 @@ func TestReconcile(t *testing.T) {
 			}
 			o = append(o, tc.opts...)
 			r := NewReconciler(f, defs{d}, o...)
-			res, err := r.Reconcile(t.Context(), claimGVK, "team-a", "db")
+			ctx := t.Context()
+			if tc.superseded {
+				ctx = reconcile.WithSuperseded(ctx, func() bool { return true })
+			}
+			res, err := r.Reconcile(ctx, claimGVK, "team-a", "db")
 			if diff := cmp.Diff(tc.want.result, res); diff != "" {
 				t.Errorf("%s\nReconcile(...): result -want, +got:\n%s", tc.reason, diff)
 			}

@@ -441,11 +441,14 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	switch {
 	case wait > 0:
 		// The first status waits for the XR to be Ready (see below).
-	case firstUnready(st, out, synced) && reconcile.Superseded(ctx):
-		// The first status would say the XR is not Ready, and a newer
-		// event for the XR (a resource turning Ready, say) has come: the
-		// run it brings, right after this one, writes the first status.
-		r.log.Debug("Leaving the first status to the render of a newer event", "kind", req.GVK.Kind, "name", req.Name)
+	case stillUnready(st, out, synced) && reconcile.Superseded(ctx):
+		// The status would say the XR is not Ready (for the first time,
+		// or again with other unready resources), and a newer event for
+		// the XR (a resource turning Ready, say) has come: the run it
+		// brings, right after this one, writes the status from newer
+		// news. Under load this folds an XR's progress into fewer
+		// writes.
+		r.log.Debug("Leaving the status to the render of a newer event", "kind", req.GVK.Kind, "name", req.Name)
 	default:
 		if err := r.writeStatus(ctx, st, out, synced); err != nil {
 			return reconcile.Result{}, err

@@ -156,6 +156,20 @@ func firstUnready(st *state, out *rendered, err error) bool {
 	return readyCondition(out).Status != corev1.ConditionTrue
 }
 
+// stillUnready reports whether a render that succeeded would say that the
+// XR is not Ready and it was not Ready before either (or had no Ready
+// condition): progress that a newer render may restate. A turn from Ready
+// to not Ready is news, never left to a later render.
+func stillUnready(st *state, out *rendered, err error) bool {
+	if err != nil || out.failed || len(out.watched) > 0 {
+		return false
+	}
+	if c, ok := condition.Find(condition.Observed(st.xr), common.TypeReady); ok && c.Status == corev1.ConditionTrue {
+		return false
+	}
+	return readyCondition(out).Status != corev1.ConditionTrue
+}
+
 // loomAdditionsOnly reports whether applying intent would still change the
 // status of xr, an XR the renderer has never written (one Crossplane
 // composed, say), if Loom's own status summary (status.loom, which

@@ -537,6 +537,34 @@ spec:
 	if got := condition(e.mustGet(xnopGVK, "", "superseded"), "Ready"); got != "False" || tally.Writes() != 1 {
 		t.Errorf("the render after a superseded one: Ready %q after %d writes, want False after 1 (the status)", got, tally.Writes())
 	}
+	// So does a render whose status would still say "not Ready", with
+	// fewer unready resources; a render that finds the XR Ready writes at
+	// once, superseded or not.
+	composed, err := e.resource(nopGVK, "").List(t.Context(), metav1.ListOptions{LabelSelector: "crossplane.io/composite=superseded"})
+	if err != nil || len(composed.Items) != 3 {
+		t.Fatalf("composed resources of XR superseded: %d, %v; want 3", len(composed.Items), err)
+	}
+	e.provide(&composed.Items[0])
+	before := conditionMessage(e.mustGet(xnopGVK, "", "superseded"), "Ready")
+	e.superseded = true
+	_, tally, err = e.handle(late, &composed.Items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conditionMessage(e.mustGet(xnopGVK, "", "superseded"), "Ready"); got != before || tally.Writes() != 0 {
+		t.Errorf("a superseded render of progress: Ready message %q after %d writes, want %q after none", got, tally.Writes(), before)
+	}
+	for i := range composed.Items[1:] {
+		e.provide(&composed.Items[1+i])
+	}
+	_, tally, err = e.handle(late, &composed.Items[2])
+	e.superseded = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := condition(e.mustGet(xnopGVK, "", "superseded"), "Ready"); got != "True" || tally.Writes() != 1 {
+		t.Errorf("a superseded render that finds the XR Ready: Ready %q after %d writes, want True after 1 (the status)", got, tally.Writes())
+	}
 
 	// Deleting the XRD deletes the XRs, then the CRDs.
 	if err := e.resource(xrdGVK, "").Delete(t.Context(), xrd.GetName(), metav1.DeleteOptions{}); err != nil {
