@@ -39,4 +39,3 @@ func TestChoose(t *testing.T) {
 		}
 	}
 }
-
