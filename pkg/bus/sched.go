@@ -32,8 +32,10 @@ func (p pool) String() string {
 }
 
 // lane is where a waiting request queues for a slot: the urgent, normal and
-// resync lanes share the main pool, served in that order; the quarantine
-// lane has its own. Lanes are declared in the order they are served.
+// resync lanes share the main pool, served in that order within a tenant key
+// (tenants take turns across the urgent and normal lanes; see scheduler);
+// the quarantine lane has its own. Lanes are declared in the order they are
+// served.
 type lane int
 
 const (
