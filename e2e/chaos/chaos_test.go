@@ -51,6 +51,9 @@ type Report struct {
 	ClaimsWithWrongSecret int `json:"claims_with_wrong_secret"`
 	// DeadLetters is how many messages the dead-letter stream holds.
 	DeadLetters int `json:"dead_letters"`
+	// DeadLetterReasons counts them by service and the reason's first
+	// words (names and numbers left out), so that a run says why.
+	DeadLetterReasons map[string]int `json:"dead_letter_reasons,omitempty"`
 	// Kills is how many Loom service replicas got SIGKILL.
 	Kills int `json:"kills"`
 	// NATSRestarts and APIServerRestarts count the restarts done.
@@ -508,6 +511,13 @@ func observe(ctx context.Context, s *stack.Stack, kube kubernetes.Interface, dyn
 		return rep, nil, err
 	}
 	rep.DeadLetters = dl
+	if dl > 0 {
+		reasons, err := deadLetterReasons(ctx, s.NATSURL(), dl)
+		if err != nil {
+			reasons["(not all read: "+err.Error()+")"]++
+		}
+		rep.DeadLetterReasons = reasons
+	}
 	sort.Strings(problems)
 	return rep, problems, nil
 }
@@ -571,6 +581,44 @@ func deadLetters(ctx context.Context, url string) (int, error) {
 		return 0, fmt.Errorf("cannot read stream %s: %w", bus.DeadLetterStream, err)
 	}
 	return int(info.State.Msgs), nil
+}
+
+// deadLetterReasons reads the first n messages of the dead-letter stream and
+// counts them by the service that gave up and the kind of reason: its text
+// up to the first colon, digits dropped, at most 60 characters.
+func deadLetterReasons(ctx context.Context, url string, n int) (map[string]int, error) {
+	out := map[string]int{}
+	nc, err := nats.Connect(url, nats.Name("chaos-test"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return out, fmt.Errorf("cannot connect to NATS: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return out, fmt.Errorf("cannot open JetStream: %w", err)
+	}
+	c, err := js.OrderedConsumer(ctx, bus.DeadLetterStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return out, fmt.Errorf("cannot read stream %s: %w", bus.DeadLetterStream, err)
+	}
+	for range n {
+		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			return out, fmt.Errorf("cannot read a dead letter: %w", err)
+		}
+		kind, _, _ := strings.Cut(m.Headers().Get(bus.HeaderDLQReason), ":")
+		kind = strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return -1
+			}
+			return r
+		}, kind)
+		if len(kind) > 60 {
+			kind = kind[:60]
+		}
+		out[m.Headers().Get(bus.HeaderDLQService)+": "+kind]++
+	}
+	return out, nil
 }
 
 func status(o *unstructured.Unstructured, typ string) string {
