@@ -243,8 +243,7 @@ type fairQueue struct {
 	byKey  map[string]*keyQueue
 	ring   []string // keys with waiting entries, in turn order
 	next   int      // index in ring of the key served next
-	n      int
-	byLane [4]int // waiting entries, by lane
+	byLane [4]int   // waiting entries, by lane
 }
 
 // keyQueue is one key's waiting entries, a FIFO queue per lane.
@@ -270,12 +269,11 @@ func (q *fairQueue) push(e *entry) {
 	}
 	k.lanes[e.lane] = append(k.lanes[e.lane], e)
 	k.n++
-	q.n++
 	q.byLane[e.lane]++
 }
 
 func (q *fairQueue) pop() *entry {
-	if q.n == 0 {
+	if len(q.ring) == 0 {
 		return nil
 	}
 	k := q.byKey[q.ring[q.next]]
@@ -300,7 +298,6 @@ func (q *fairQueue) pop() *entry {
 // taken counts e out of the queue.
 func (q *fairQueue) taken(e *entry) {
 	q.byKey[e.key].n--
-	q.n--
 	q.byLane[e.lane]--
 }
 

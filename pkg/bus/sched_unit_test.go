@@ -74,8 +74,8 @@ func TestFairQueue(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\npop order: -want, +got:\n%s", tc.reason, diff)
 			}
-			if q.n != q.byLane[laneUrgent]+q.byLane[laneNormal] || q.n != 0 && len(q.ring) == 0 {
-				t.Errorf("%d entries counted (%v by lane), ring %v", q.n, q.byLane, q.ring)
+			if n := q.byLane[laneUrgent] + q.byLane[laneNormal]; (n == 0) != (len(q.ring) == 0) {
+				t.Errorf("%d entries counted (%v by lane), ring %v", n, q.byLane, q.ring)
 			}
 		})
 	}
@@ -92,8 +92,8 @@ func TestFairQueueRemove(t *testing.T) {
 	if got := q.pop(); got != a2 {
 		t.Errorf("pop after removing a1 and b1: got %+v, want a2", got)
 	}
-	if got := q.pop(); got != nil || q.n != 0 || len(q.ring) != 0 {
-		t.Errorf("queue after removing and popping all: pop %+v, n %d, ring %v; want empty", got, q.n, q.ring)
+	if got := q.pop(); got != nil || q.byLane != [4]int{} || len(q.ring) != 0 {
+		t.Errorf("queue after removing and popping all: pop %+v, %v by lane, ring %v; want empty", got, q.byLane, q.ring)
 	}
 }
 

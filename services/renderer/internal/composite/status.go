@@ -147,13 +147,8 @@ func (r *Reconciler) statusWait(st *state, out *rendered, err error) time.Durati
 // firstUnready reports whether a render that succeeded would give the XR
 // its first Ready condition, and say that the XR is not Ready.
 func firstUnready(st *state, out *rendered, err error) bool {
-	if err != nil || out.failed || len(out.watched) > 0 {
-		return false
-	}
-	if _, ok := condition.Find(condition.Observed(st.xr), common.TypeReady); ok {
-		return false
-	}
-	return readyCondition(out).Status != corev1.ConditionTrue
+	_, had := condition.Find(condition.Observed(st.xr), common.TypeReady)
+	return !had && unready(out, err)
 }
 
 // stillUnready reports whether a render that succeeded would say that the
@@ -161,13 +156,14 @@ func firstUnready(st *state, out *rendered, err error) bool {
 // condition): progress that a newer render may restate. A turn from Ready
 // to not Ready is news, never left to a later render.
 func stillUnready(st *state, out *rendered, err error) bool {
-	if err != nil || out.failed || len(out.watched) > 0 {
-		return false
-	}
-	if c, ok := condition.Find(condition.Observed(st.xr), common.TypeReady); ok && c.Status == corev1.ConditionTrue {
-		return false
-	}
-	return readyCondition(out).Status != corev1.ConditionTrue
+	c, had := condition.Find(condition.Observed(st.xr), common.TypeReady)
+	return (!had || c.Status != corev1.ConditionTrue) && unready(out, err)
+}
+
+// unready reports whether a render succeeded and would say that the XR is
+// not Ready.
+func unready(out *rendered, err error) bool {
+	return err == nil && !out.failed && len(out.watched) == 0 && readyCondition(out).Status != corev1.ConditionTrue
 }
 
 // loomAdditionsOnly reports whether applying intent would still change the

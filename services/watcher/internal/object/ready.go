@@ -31,13 +31,9 @@ func statusFields(u *unstructured.Unstructured) string {
 	if v, has := u.GetAnnotations()[AnnotationStatusFields]; !ok && has {
 		return v
 	}
-	rest := without(status, []string{"conditions"})
-	if len(rest) == 0 {
-		// No status and a status of conditions alone are the same.
-		rest = nil
-	}
+	// No status and a status of conditions alone are the same.
 	h := fnv.New64a()
-	hashValue(h, rest)
+	hashWithout(h, status, []string{"conditions"})
 	return strconv.FormatUint(h.Sum64(), 16)
 }
 

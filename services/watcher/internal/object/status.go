@@ -80,7 +80,7 @@ func statusSummary(u *unstructured.Unstructured) string {
 	conds, _ := status["conditions"].([]any)
 
 	patchable := fnv.New64a()
-	hashValue(patchable, without(status, machineryStatus))
+	hashWithout(patchable, status, machineryStatus)
 
 	var published string
 	claim := fnv.New64a()
@@ -89,7 +89,7 @@ func statusSummary(u *unstructured.Unstructured) string {
 		// whatever that says.
 		_, _ = claim.Write([]byte{1})
 	}
-	hashValue(claim, without(status, compositeOnlyStatus))
+	hashWithout(claim, status, compositeOnlyStatus)
 	_, _ = io.WriteString(claim, ready)
 	if ready == "True" {
 		// The binder copies the time the XR's connection Secret last
@@ -132,18 +132,20 @@ func StatusChanges(old, cur Meta) StatusChange {
 	return ch
 }
 
-// without returns m without the given keys (m itself when it has none).
-func without(m map[string]any, keys []string) map[string]any {
-	if !slices.ContainsFunc(keys, func(k string) bool { _, ok := m[k]; return ok }) {
-		return m
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if !slices.Contains(keys, k) {
-			out[k] = v
+// hashWithout writes m without the given keys to h, as hashValue would
+// write a copy of m without them, and without making that copy (a nil m
+// and an m of those keys alone are an empty object).
+func hashWithout(h hash.Hash64, m map[string]any, keys []string) {
+	_, _ = h.Write([]byte{'{'})
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if slices.Contains(keys, k) {
+			continue
 		}
+		_, _ = io.WriteString(h, k)
+		_, _ = h.Write([]byte{0})
+		hashValue(h, m[k])
 	}
-	return out
+	_, _ = h.Write([]byte{'}'})
 }
 
 // hashValue writes a JSON value to h unambiguously: a type tag before each
@@ -153,13 +155,7 @@ func hashValue(h hash.Hash64, v any) {
 	case nil:
 		_, _ = h.Write([]byte{'n'})
 	case map[string]any:
-		_, _ = h.Write([]byte{'{'})
-		for _, k := range slices.Sorted(maps.Keys(tv)) {
-			_, _ = io.WriteString(h, k)
-			_, _ = h.Write([]byte{0})
-			hashValue(h, tv[k])
-		}
-		_, _ = h.Write([]byte{'}'})
+		hashWithout(h, tv, nil)
 	case []any:
 		_, _ = h.Write([]byte{'['})
 		for _, e := range tv {

@@ -366,7 +366,7 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		// summarised otherwise, see the XR's case.)
 		statusReaders := readers
 		if !o.StatusFieldsChanged && !roles.Has(RoleXR) {
-			statusReaders = readers[1:]
+			statusReaders = readers[1:] // readers[0] is Secrets
 		}
 		switch {
 		case o.StatusOnly && nested && o.StatusChanged&(object.StatusReady|object.StatusPatchable) != 0:

@@ -101,13 +101,22 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	ctx, span := w.startSpan(m, typ, w.owners(m, o.ClaimRef)...)
 	defer span.End()
 	lk := &claimMisses{lookup: lookup{w}}
+	var (
+		tenant   string
+		tenantOf *route.Target // the target tenant was found for
+	)
 	for _, d := range route.Route(o, roles, lk) {
 		if d.Urgent && !w.urgency.allow(d.Service, d.Target.UID) {
 			d.Urgent = false
 			w.demoted.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("service", d.Service)))
 		}
+		// One change's deliveries mostly share their target (a composed
+		// resource's change goes to up to three services for its XR).
+		if tenantOf == nil || *tenantOf != d.Target {
+			tenant, tenantOf = w.tenant(d.Target, o), &d.Target
+		}
 		ev := newEvent(m, typ, d)
-		ev.Tenant = w.tenant(d.Target, o)
+		ev.Tenant = tenant
 		w.publish(ctx, d.Service, ev)
 	}
 	if roles&route.RoleXR != 0 {
