@@ -26,9 +26,8 @@ type StatusChange uint8
 
 // Parts of an XR's status.
 const (
-	// StatusReady is the status of the Ready condition, which the secrets
-	// service waits for before it copies the connection Secret to the
-	// claim.
+	// StatusReady is the status of the Ready condition ("True", "False",
+	// "Unknown", or none), which the claim's status mirrors.
 	StatusReady StatusChange = 1 << iota
 
 	// StatusPatchable is the status outside the composition machinery's
@@ -48,9 +47,15 @@ const (
 	// a claim waiting for its Secret can turn Ready.
 	StatusPublished
 
+	// StatusReadyTrue is whether the Ready condition is True: the secrets
+	// service copies the connection Secret to the claim once it is, and
+	// tells no other status of it from another (a first "Creating" after
+	// none, say). It changes only with StatusReady.
+	StatusReadyTrue
+
 	// StatusAll is every part; it is the change when either summary is
 	// unknown.
-	StatusAll = StatusReady | StatusPatchable | StatusClaim | StatusPublished
+	StatusAll = StatusReady | StatusPatchable | StatusClaim | StatusPublished | StatusReadyTrue
 )
 
 // machineryStatus are the XR status fields that Loom's services write for
@@ -128,6 +133,9 @@ func StatusChanges(old, cur Meta) StatusChange {
 		if o[i] != c[i] {
 			ch |= part
 		}
+	}
+	if (o[0] == "True") != (c[0] == "True") {
+		ch |= StatusReadyTrue
 	}
 	return ch
 }

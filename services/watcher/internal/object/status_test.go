@@ -27,6 +27,7 @@ status:
 `
 	cases := map[string]struct {
 		reason string
+		base   string // the old object; the test's base when empty
 		change string // a merge patch of the status
 		want   StatusChange
 	}{
@@ -47,7 +48,24 @@ status:
 		"Ready": {
 			reason: "Readiness concerns the secrets service and the claim's mirror; a Secret published before counts as published once the XR is Ready.",
 			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "True", "reason": "Available"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
-			want:   StatusReady | StatusClaim | StatusPublished,
+			want:   StatusReady | StatusReadyTrue | StatusClaim | StatusPublished,
+		},
+		"NotReadyAnymore": {
+			reason: "A Ready XR turning not Ready concerns the secrets service and the claim's mirror.",
+			base:   strings.Replace(base, `{type: Ready, status: "False", reason: Creating, message: "1 of 3 ready"}`, `{type: Ready, status: "True", reason: Available}`, 1),
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Unavailable"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
+			want:   StatusReady | StatusReadyTrue | StatusClaim | StatusPublished,
+		},
+		"FirstNotReady": {
+			reason: "A first Ready condition that says the XR is not Ready (\"Creating\") concerns the claim's mirror only: the secrets service waits for True.",
+			base:   strings.Replace(base, "  - {type: Ready, status: \"False\", reason: Creating, message: \"1 of 3 ready\"}\n", "", 1),
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Creating"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
+			want:   StatusReady | StatusClaim,
+		},
+		"Unknown": {
+			reason: "Not Ready in another way (Unknown after False) concerns the claim's mirror only.",
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "Unknown", "reason": "Checking"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
+			want:   StatusReady | StatusClaim,
 		},
 		"ReadyMessage": {
 			reason: "The message of a Ready condition whose status stays concerns no one.",
@@ -83,8 +101,12 @@ status:
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			old := parse(t, base)
-			cur := parse(t, base)
+			from := base
+			if tc.base != "" {
+				from = tc.base
+			}
+			old := parse(t, from)
+			cur := parse(t, from)
 			patch := parse(t, "status: "+tc.change)
 			st := cur.Object["status"].(map[string]any)                 //nolint:forcetypeassert // Parsed above.
 			for k, v := range patch.Object["status"].(map[string]any) { //nolint:forcetypeassert // Parsed above.
@@ -92,7 +114,7 @@ status:
 			}
 			got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur))
 			if got != tc.want {
-				t.Errorf("%s\nStatusChanges(): got %04b, want %04b", tc.reason, got, tc.want)
+				t.Errorf("%s\nStatusChanges(): got %05b, want %05b", tc.reason, got, tc.want)
 			}
 		})
 	}
@@ -105,7 +127,7 @@ status:
 		old := parse(t, ready)
 		cur := parse(t, strings.Replace(ready, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", 1))
 		if got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur)); got != StatusClaim|StatusPublished {
-			t.Errorf("A Ready XR's new lastPublishedTime is a publication for the claim's mirror: got %04b, want %04b", got, StatusClaim|StatusPublished)
+			t.Errorf("A Ready XR's new lastPublishedTime is a publication for the claim's mirror: got %05b, want %05b", got, StatusClaim|StatusPublished)
 		}
 	})
 

@@ -49,8 +49,8 @@
 //	                  loom, watchedResourceRefs, crossplane): what
 //	                  ToCompositeFieldPath patches and functions wrote, and
 //	                  FromCompositeFieldPath patches may read
-//	secrets           the Ready condition's status (it copies the XR's
-//	                  Secret to the claim once the XR is Ready)
+//	secrets           whether the Ready condition is True (it copies the
+//	                  XR's Secret to the claim once the XR is Ready)
 //	binder (claim)    what it mirrors to the claim: the Ready condition's
 //	                  status, the conditions listed in claimConditionTypes
 //	                  and the status outside conditions, connectionDetails
@@ -316,7 +316,9 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			if o.StatusChanged&object.StatusPatchable != 0 {
 				add("composite resource status changed", self, Renderer)
 			}
-			if o.StatusChanged&object.StatusReady != 0 {
+			if o.StatusChanged&object.StatusReadyTrue != 0 {
+				// The secrets service tells only a Ready XR from one that
+				// is not (a first "Creating" is no news to it).
 				deliver(true, false, "composite resource readiness changed", self, Secrets)
 			}
 		}

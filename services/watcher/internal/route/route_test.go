@@ -209,12 +209,24 @@ func TestRoute(t *testing.T) {
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
 				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
 				o.StatusOnly = true
-				o.StatusChanged = object.StatusReady | object.StatusClaim
+				o.StatusChanged = object.StatusReady | object.StatusReadyTrue | object.StatusClaim
 			}),
 			roles: RoleXR,
 			want: []Delivery{
 				{Service: Binder, Target: claim, Reason: "bound composite resource readiness changed", Urgent: true},
 				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed", Urgent: true},
+			},
+		},
+		"BoundXRCreating": {
+			reason: "A readiness that stays short of True (a first \"Creating\") goes to the claim's mirror, not to secrets, which waits for True.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusReady | object.StatusClaim
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource readiness changed", Urgent: true},
 			},
 		},
 		"BoundXRPublished": {
@@ -553,7 +565,7 @@ func TestRoute(t *testing.T) {
 				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
 				o.Writers = []string{"loom-renderer"}
 				o.StatusOnly = true
-				o.StatusChanged = object.StatusReady
+				o.StatusChanged = object.StatusReady | object.StatusReadyTrue
 			}),
 			roles: RoleXR | RoleComposed,
 			want: []Delivery{
@@ -570,7 +582,7 @@ func TestRoute(t *testing.T) {
 				o.Controller = controller("example.org/v1alpha1", "XDatabase", xr.Name, xr.UID)
 				o.Writers = []string{"loom-renderer"}
 				o.StatusOnly = true
-				o.StatusChanged = object.StatusReady
+				o.StatusChanged = object.StatusReady | object.StatusReadyTrue
 				o.TurnedReady = true
 			}),
 			roles: RoleXR | RoleComposed,

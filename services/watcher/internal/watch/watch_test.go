@@ -565,9 +565,11 @@ spec: {forProvider: {}}
 			want{service: route.Secrets, object: claim.GetUID(), target: claim.GetUID(), rv: claim.GetResourceVersion()},
 		)
 
-		// Conditions alone: one no service reads, then Ready, which the
-		// secrets service and the claim's mirror read. An annotation of
-		// the XR afterwards marks the point by which both are published.
+		// Conditions alone: one no service reads, then a first Ready
+		// condition that says "not Ready", which the claim's mirror reads
+		// and the secrets service (waiting for True) does not, then Ready,
+		// which both read. An annotation of the XR afterwards marks the
+		// point by which all are published.
 		setConditions := func(conds string) *unstructured.Unstructured {
 			t.Helper()
 			out, err := c.resource(gvrXR, "").Patch(t.Context(), xr.GetName(), types.MergePatchType, []byte(`{"status":{"conditions":`+conds+`}}`), metav1.PatchOptions{}, "status")
@@ -578,10 +580,12 @@ spec: {forProvider: {}}
 		}
 		other := `{"type":"ConnectionDetailsReady","status":"True","reason":"Published","lastTransitionTime":"2026-01-01T00:00:00Z"}`
 		xo := setConditions(`[` + other + `]`)
+		xcreating := setConditions(`[` + other + `,{"type":"Ready","status":"False","reason":"Creating","lastTransitionTime":"2026-01-01T00:00:00Z"}]`)
 		xready := setConditions(`[` + other + `,{"type":"Ready","status":"True","reason":"Available","lastTransitionTime":"2026-01-01T00:00:00Z"}]`)
 		xm := c.patch(t, gvrXR, "", xr.GetName(), `{"metadata":{"annotations":{"step":"conditions-only"}}}`)
 		rec.expect(t, from,
 			want{service: route.Secrets, object: xr.GetUID(), target: xr.GetUID(), rv: xready.GetResourceVersion(), reason: "composite resource readiness changed"},
+			want{service: route.Binder, object: xr.GetUID(), target: claim.GetUID(), rv: xcreating.GetResourceVersion()},
 			want{service: route.Binder, object: xr.GetUID(), target: claim.GetUID(), rv: xready.GetResourceVersion()},
 			want{service: route.Renderer, object: xr.GetUID(), target: xr.GetUID(), rv: xm.GetResourceVersion(), reason: "composite resource changed"},
 		)
@@ -591,8 +595,9 @@ spec: {forProvider: {}}
 			xrStatus := obj == xr.GetUID() && rv == xs.GetResourceVersion() && (svc == route.Secrets ||
 				svc == route.Binder && p.ev.GetTarget().GetUid() == string(xr.GetUID()))
 			otherCondition := obj == xr.GetUID() && rv == xo.GetResourceVersion()
-			readyToRenderer := obj == xr.GetUID() && rv == xready.GetResourceVersion() && svc == route.Renderer
-			if claimStatus || xrStatus || otherCondition || readyToRenderer {
+			readyToRenderer := obj == xr.GetUID() && (rv == xready.GetResourceVersion() || rv == xcreating.GetResourceVersion()) && svc == route.Renderer
+			creatingToSecrets := obj == xr.GetUID() && rv == xcreating.GetResourceVersion() && svc == route.Secrets
+			if claimStatus || xrStatus || otherCondition || readyToRenderer || creatingToSecrets {
 				t.Errorf("A change of the status alone reached a service that does not read it:\n%s", dump([]published{p}))
 			}
 		}
