@@ -5,7 +5,9 @@ package fieldpath
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/json"
 )
@@ -349,10 +351,21 @@ func prepareField(obj map[string]any, cur, next Segment) {
 	obj[cur.Field] = extend(v, next)
 }
 
-// ToJSON round-trips v through JSON, returning a value made only of JSON types
-// (map[string]any, []any, string, bool, int64, float64, nil) that shares no
-// memory with v.
+// ToJSON returns a copy of v made only of JSON types (map[string]any, []any,
+// string, bool, int64, float64, nil) that shares no memory with v: the
+// value a round trip through JSON gives. Values of JSON types already (an
+// unstructured object's content) are copied directly, as the round trip
+// would decode them, without encoding them; only values of other types
+// take the round trip.
 func ToJSON(v any) (any, error) {
+	if out, ok := copyJSON(v); ok {
+		return out, nil
+	}
+	return roundTrip(v)
+}
+
+// roundTrip encodes v as JSON and decodes it again.
+func roundTrip(v any) (any, error) {
 	j, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode value as JSON: %w", err)
@@ -362,6 +375,59 @@ func ToJSON(v any) (any, error) {
 		return nil, fmt.Errorf("cannot decode value from JSON: %w", err)
 	}
 	return out, nil
+}
+
+// copyJSON copies a value of JSON types as roundTrip would return it, and
+// reports false, having copied nothing useful, at the first value of
+// another type or one the round trip would change in another way than
+// copyJSON knows (a string that is not valid UTF-8).
+func copyJSON(v any) (any, bool) {
+	switch tv := v.(type) {
+	case nil:
+		return nil, true
+	case string:
+		return tv, utf8.ValidString(tv)
+	case bool, int64:
+		return tv, true
+	case float64:
+		// The round trip decodes a number written without a fraction or
+		// exponent, that fits, as an int64 (k8s.io/apimachinery's
+		// json.Unmarshal); encoding/json writes a whole float64 below
+		// 1e21 that way, in its shortest form, which is exact below 2^53.
+		// Larger whole numbers take the round trip.
+		if tv == math.Trunc(tv) {
+			return int64(tv), math.Abs(tv) < 1<<53
+		}
+		return tv, !math.IsNaN(tv) && !math.IsInf(tv, 0)
+	case map[string]any:
+		if tv == nil {
+			return nil, true
+		}
+		out := make(map[string]any, len(tv))
+		for k, e := range tv {
+			c, ok := copyJSON(e)
+			if !ok || !utf8.ValidString(k) {
+				return nil, false
+			}
+			out[k] = c
+		}
+		return out, true
+	case []any:
+		if tv == nil {
+			return nil, true
+		}
+		out := make([]any, len(tv))
+		for i, e := range tv {
+			c, ok := copyJSON(e)
+			if !ok {
+				return nil, false
+			}
+			out[i] = c
+		}
+		return out, true
+	default:
+		return nil, false
+	}
 }
 
 // DeleteField deletes the value at path: a field is removed from its object,
