@@ -84,16 +84,19 @@ var (
 			"status": {"conditions": {"type": nil, "status": nil}},
 		},
 		ShapeComposition: {"spec": {
+			"mode":      nil,
 			"resources": {"base": {"apiVersion": nil, "kind": nil}},
 			"pipeline":  {"input": {"resources": {"base": {"apiVersion": nil, "kind": nil}}}},
 		}},
 		ShapeXR: {"spec": {
 			"claimRef":               nil,
 			"resourceRefs":           {"apiVersion": nil, "kind": nil},
+			"compositionRef":         {"name": nil},
 			"compositionRevisionRef": {"name": nil},
 			"crossplane": {
 				"claimRef":               nil,
 				"resourceRefs":           {"apiVersion": nil, "kind": nil},
+				"compositionRef":         {"name": nil},
 				"compositionRevisionRef": {"name": nil},
 			},
 		}},

@@ -73,7 +73,7 @@ func TestTransformUnstructured(t *testing.T) {
 			want:   "apiVersion: v1\nkind: ConfigMap\nmetadata:" + metadataOut,
 		},
 		"XR": {
-			reason: "An XR keeps its claimRef and the kinds of its resourceRefs.",
+			reason: "An XR keeps its claimRef, its Composition's name and the kinds of its resourceRefs.",
 			shape:  ShapeXR,
 			in: "apiVersion: example.org/v1\nkind: XDatabase\nmetadata:" + metadataIn + `spec:
   size: large
@@ -84,6 +84,7 @@ func TestTransformUnstructured(t *testing.T) {
 status: {conditions: [{type: Ready, status: "True"}]}
 `,
 			want: "apiVersion: example.org/v1\nkind: XDatabase\nmetadata:" + metadataOut + `spec:
+  compositionRef: {name: c}
   claimRef: {apiVersion: example.org/v1, kind: Database, namespace: ns, name: db}
   resourceRefs:
   - {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
@@ -105,17 +106,19 @@ kind: XDatabase
 metadata: {name: x, namespace: ns}
 spec:
   crossplane:
+    compositionRef: {name: c}
     resourceRefs: [{apiVersion: v1, kind: ConfigMap}]
 `,
 		},
 		"Composition": {
-			reason: "A Composition keeps only the apiVersion and kind of its templates' bases.",
+			reason: "A Composition keeps only its mode and the apiVersion and kind of its templates' bases.",
 			shape:  ShapeComposition,
 			in: `apiVersion: apiextensions.crossplane.io/v1
 kind: Composition
 metadata: {name: c}
 spec:
   compositeTypeRef: {apiVersion: example.org/v1, kind: XDatabase}
+  mode: Pipeline
   resources:
   - name: a
     base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, spec: {forProvider: {}}}
@@ -132,6 +135,7 @@ spec:
 kind: Composition
 metadata: {name: c}
 spec:
+  mode: Pipeline
   resources:
   - base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
   pipeline:

@@ -53,7 +53,19 @@ func ClaimRef(u *unstructured.Unstructured) *Reference {
 // spec.compositionRevisionRef (or spec.crossplane.compositionRevisionRef)
 // names, or "".
 func RevisionName(u *unstructured.Unstructured) string {
-	for _, path := range [][]string{{"spec", "compositionRevisionRef", "name"}, {"spec", "crossplane", "compositionRevisionRef", "name"}} {
+	return specRefName(u, "compositionRevisionRef")
+}
+
+// CompositionName returns the name of the Composition an XR names
+// (spec.compositionRef, or spec.crossplane.compositionRef), empty if none.
+func CompositionName(u *unstructured.Unstructured) string {
+	return specRefName(u, "compositionRef")
+}
+
+// specRefName returns the name of the reference at spec.<field>, or
+// spec.crossplane.<field>, of an XR; empty if it has none.
+func specRefName(u *unstructured.Unstructured, field string) string {
+	for _, path := range [][]string{{"spec", field, "name"}, {"spec", "crossplane", field, "name"}} {
 		if n, _, _ := unstructured.NestedString(u.Object, path...); n != "" {
 			return n
 		}

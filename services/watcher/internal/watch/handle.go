@@ -475,12 +475,19 @@ func (l lookup) ResourcesMode(uid types.UID) bool {
 	if !ok || !isU {
 		return false
 	}
-	rev := object.RevisionName(u)
-	if rev == "" {
+	// The XR's revision says; before the watcher has seen the renderer
+	// name it (the renderer's creations can overtake its patch of the XR,
+	// on another watch), the Composition the binder chose does, whose
+	// latest revision that render used.
+	role, name := route.RoleRevision, object.RevisionName(u)
+	if name == "" {
+		role, name = route.RoleComposition, object.CompositionName(u)
+	}
+	if name == "" {
 		return false
 	}
-	for _, s := range l.sourcesWith(route.RoleRevision) {
-		obj, ok, err := s.informer.GetStore().GetByKey(rev)
+	for _, s := range l.sourcesWith(role) {
+		obj, ok, err := s.informer.GetStore().GetByKey(name)
 		if err != nil || !ok {
 			continue
 		}

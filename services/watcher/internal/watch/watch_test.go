@@ -514,15 +514,35 @@ spec: {forProvider: {}}
 			}
 			return out
 		}
+		// An XR whose revision the watcher has not seen named yet (the
+		// renderer's creations can overtake its patch of the XR) is known
+		// by the Composition the binder chose.
+		for _, comp := range []string{"widgets-pt", "widgets-fn"} {
+			mode := map[string]string{"widgets-pt": "Resources", "widgets-fn": "Pipeline"}[comp]
+			steps := "resources: [{name: nop, base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}}]"
+			if mode == "Pipeline" {
+				steps = "pipeline: [{step: s, functionRef: {name: f}}]"
+			}
+			from := rec.len()
+			cu := c.create(t, gvrComp, fmt.Sprintf(`{apiVersion: apiextensions.crossplane.io/v1, kind: Composition, metadata: {name: %s}, spec: {compositeTypeRef: {apiVersion: watch.test.loom.dev/v1, kind: XWidget}, mode: %s, %s}}`, comp, mode, steps))
+			rec.expect(t, from, want{service: route.Renderer, object: cu.GetUID(), target: cu.GetUID()})
+		}
+		defer func() {
+			for _, comp := range []string{"widgets-pt", "widgets-fn"} {
+				c.delete(t, gvrComp, "", comp)
+			}
+		}()
 		for _, tc := range []struct {
-			mode, revision string
-			renderer       bool
+			name, mode, ref string
+			renderer        bool
 		}{
-			{mode: "Resources", revision: "widgets-pt-1", renderer: false},
-			{mode: "Pipeline", revision: "widgets-fn-1", renderer: true},
+			{name: "w-resources", mode: "Resources", ref: "compositionRevisionRef: {name: widgets-pt-1}", renderer: false},
+			{name: "w-pipeline", mode: "Pipeline", ref: "compositionRevisionRef: {name: widgets-fn-1}", renderer: true},
+			{name: "w-resources-comp", mode: "Resources", ref: "compositionRef: {name: widgets-pt}", renderer: false},
+			{name: "w-pipeline-comp", mode: "Pipeline", ref: "compositionRef: {name: widgets-fn}", renderer: true},
 		} {
-			name := "w-" + strings.ToLower(tc.mode)
-			x := c.create(t, gvrXR, fmt.Sprintf(`{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: %s}, spec: {compositionRevisionRef: {name: %s}}}`, name, tc.revision))
+			name := tc.name
+			x := c.create(t, gvrXR, fmt.Sprintf(`{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: %s}, spec: {%s}}`, name, tc.ref))
 			from := rec.len()
 			n := createAs(name+"-nop", name, x.GetUID())
 			wants := []want{
