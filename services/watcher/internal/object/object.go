@@ -159,6 +159,9 @@ func Transform(s Shape) cache.TransformFunc {
 				}
 				ann = with(ann, AnnotationStatusFields, statusFields(o))
 			}
+			if s&(ShapeComposition|ShapeRevision) != 0 {
+				ann = with(ann, AnnotationReadsStatus, readsStatus(o))
+			}
 			if w := writersOf(o); w != "" {
 				ann = with(ann, AnnotationWriters, w)
 			}
@@ -277,7 +280,7 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 // on cached objects.
 func watcherAnnotation(k string) bool {
 	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady ||
-		k == AnnotationStatusFields
+		k == AnnotationStatusFields || k == AnnotationReadsStatus
 }
 
 // with returns m with k set to v, creating m if it is nil.

@@ -178,14 +178,18 @@ metadata:
 			}
 			want := parse(t, tc.want)
 			in := parse(t, tc.in)
-			// The digest's, the status summary's and the status fields'
-			// own behaviour are TestDigest's, TestStatusChanges' and
-			// TestStatusFieldsChanged's business.
+			// The digest's, the status summary's, the status fields' and
+			// the reading of the XR's status' own behaviour are
+			// TestDigest's, TestStatusChanges', TestStatusFieldsChanged's
+			// and TestReadsStatus' business.
 			ann := digestAnnotations(in.GetAnnotations(), in.GetFinalizers())
 			if tc.shape&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(in))
 			} else {
 				ann = with(ann, AnnotationStatusFields, statusFields(in))
+			}
+			if tc.shape&(ShapeComposition|ShapeRevision) != 0 {
+				ann = with(ann, AnnotationReadsStatus, readsStatus(in))
 			}
 			if w := writersOf(in); w != "" {
 				ann = with(ann, AnnotationWriters, w)

@@ -238,6 +238,11 @@ type Lookup interface {
 	// a cached CompositionRevision whose spec.mode is Resources or unset.
 	// It is false when that is not known.
 	ResourcesMode(uid types.UID) bool
+	// ReadsStatus reports whether a render of the cached XR with the given
+	// UID may read the XR's status (object.AnnotationReadsStatus of the
+	// revision or Composition it is composed with); true when that is not
+	// known.
+	ReadsStatus(uid types.UID) bool
 	// Referenced reports whether a ReferenceRule names kind gk, as the
 	// kind whose references it resolves (spec.for) or as a target, or
 	// whether that is not known (the rules are not listed yet).
@@ -313,7 +318,10 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		case !o.StatusOnly:
 			deliver(false, true, "composite resource changed", self, append([]string{Renderer}, resolvers...)...)
 		default:
-			if o.StatusChanged&object.StatusPatchable != 0 {
+			if o.StatusChanged&object.StatusPatchable != 0 && (!o.writtenOnlyBy(Renderer) || l.ReadsStatus(o.UID)) {
+				// Patchable fields the renderer wrote itself (the results
+				// of ToCompositeFieldPath patches, say) are news to it
+				// only when its render reads the XR's status.
 				add("composite resource status changed", self, Renderer)
 			}
 			if o.StatusChanged&object.StatusReadyTrue != 0 {

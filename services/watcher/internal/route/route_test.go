@@ -17,6 +17,9 @@ type caches struct {
 	xrs        map[types.UID]Target
 	requesters map[types.UID][]types.UID // object UID -> XR UIDs
 	resources  map[types.UID]bool        // XRs known to compose in mode Resources
+	// statusBlind are the XRs whose renders are known to read none of
+	// their status; every other XR's may.
+	statusBlind map[types.UID]bool
 	// unreferenced are the kinds no ReferenceRule names; every other
 	// kind is referenced.
 	unreferenced map[schema.GroupKind]bool
@@ -35,6 +38,8 @@ func (c caches) XR(uid types.UID) (Target, bool) {
 func (c caches) Requesters(o object.Meta) []types.UID { return c.requesters[o.UID] }
 
 func (c caches) ResourcesMode(uid types.UID) bool { return c.resources[uid] }
+
+func (c caches) ReadsStatus(uid types.UID) bool { return !c.statusBlind[uid] }
 
 func (c caches) Referenced(gk schema.GroupKind) bool { return !c.unreferenced[gk] }
 
@@ -59,9 +64,10 @@ var (
 	xrd         = Target{GVK: gvkXRD, Name: "xdatabases.example.org", UID: "xrd-uid"}
 
 	lookup = caches{
-		claims:    map[string]Target{"example.org/Database/team-a/db": claim},
-		xrs:       map[types.UID]Target{xr.UID: xr, unboundXR.UID: unboundXR, nsXR.UID: nsXR, resXR.UID: resXR},
-		resources: map[types.UID]bool{resXR.UID: true},
+		claims:      map[string]Target{"example.org/Database/team-a/db": claim},
+		xrs:         map[types.UID]Target{xr.UID: xr, unboundXR.UID: unboundXR, nsXR.UID: nsXR, resXR.UID: resXR},
+		resources:   map[types.UID]bool{resXR.UID: true},
+		statusBlind: map[types.UID]bool{resXR.UID: true},
 		requesters: map[types.UID][]types.UID{
 			"env-uid": {xr.UID, nsXR.UID, "gone-uid"},
 			"nop-uid": {xr.UID},
@@ -202,6 +208,39 @@ func TestRoute(t *testing.T) {
 			want: []Delivery{
 				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
 				{Service: Renderer, Target: xr, Reason: "composite resource status changed"},
+			},
+		},
+		"PatchableStatusByRendererReadsStatus": {
+			reason: "A status field the renderer wrote itself (a ToCompositeFieldPath patch's result) goes back to it when its render may read the XR's status.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.Writers = []string{"loom-renderer"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusPatchable
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composite resource status changed"},
+			},
+		},
+		"PatchableStatusByRendererStatusBlind": {
+			reason: "A status field the renderer wrote itself is no news to it when its render reads none of the XR's status: the render would be the same.",
+			o: with(obj(gvkXR, "", resXR.Name, resXR.UID), func(o *Object) {
+				o.Writers = []string{"loom-renderer"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusPatchable
+			}),
+			roles: RoleXR,
+		},
+		"PatchableStatusByOtherStatusBlind": {
+			reason: "A status field someone else wrote goes to the renderer, which owns the status fields its patches write, whatever its render reads.",
+			o: with(obj(gvkXR, "", resXR.Name, resXR.UID), func(o *Object) {
+				o.Writers = []string{"kubectl"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusPatchable
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Renderer, Target: resXR, Reason: "composite resource status changed"},
 			},
 		},
 		"BoundXRReady": {

@@ -470,21 +470,36 @@ func (l lookup) XR(uid types.UID) (route.Target, bool) {
 }
 
 func (l lookup) ResourcesMode(uid types.UID) bool {
+	c := l.composition(uid)
+	if c == nil {
+		return false
+	}
+	mode, _, _ := unstructured.NestedString(c.Object, "spec", "mode")
+	return mode == "" || v1.CompositionMode(mode) == v1.CompositionModeResources
+}
+
+func (l lookup) ReadsStatus(uid types.UID) bool {
+	c := l.composition(uid)
+	return c == nil || object.ReadsStatus(c)
+}
+
+// composition returns what the cached XR with the given UID is composed
+// with, as cached: the CompositionRevision it names or, before the watcher
+// has seen the renderer name one (the renderer's creations can overtake its
+// patch of the XR, on another watch), the Composition the binder chose,
+// whose latest revision that render used. It is nil when neither is cached.
+func (l lookup) composition(uid types.UID) *unstructured.Unstructured {
 	_, obj, ok := l.xr(uid)
 	u, isU := obj.(*unstructured.Unstructured)
 	if !ok || !isU {
-		return false
+		return nil
 	}
-	// The XR's revision says; before the watcher has seen the renderer
-	// name it (the renderer's creations can overtake its patch of the XR,
-	// on another watch), the Composition the binder chose does, whose
-	// latest revision that render used.
 	role, name := route.RoleRevision, object.RevisionName(u)
 	if name == "" {
 		role, name = route.RoleComposition, object.CompositionName(u)
 	}
 	if name == "" {
-		return false
+		return nil
 	}
 	for _, s := range l.sourcesWith(role) {
 		obj, ok, err := s.informer.GetStore().GetByKey(name)
@@ -492,11 +507,10 @@ func (l lookup) ResourcesMode(uid types.UID) bool {
 			continue
 		}
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			mode, _, _ := unstructured.NestedString(u.Object, "spec", "mode")
-			return mode == "" || v1.CompositionMode(mode) == v1.CompositionModeResources
+			return u
 		}
 	}
-	return false
+	return nil
 }
 
 // Referenced answers from the cached ReferenceRules; true while they are

@@ -559,6 +559,29 @@ spec: {forProvider: {}}
 					t.Errorf("mode %s: the renderer's own creation of a composed resource came back to it:\n%s", tc.mode, dump([]published{p}))
 				}
 			}
+
+			// The renderer's own write of a status field (a
+			// ToCompositeFieldPath patch's result) comes back to it only
+			// when its render may read the XR's status: these
+			// Compositions in mode Resources have no patch that does,
+			// functions may. An annotation afterwards marks the point by
+			// which it would have been published.
+			from = rec.len()
+			st, err := c.resource(gvrXR, "").Patch(t.Context(), name, types.MergePatchType, []byte(`{"status":{"phase":"`+rand.Text()+`"}}`), metav1.PatchOptions{FieldManager: "loom-renderer"}, "status")
+			if err != nil {
+				t.Fatalf("cannot patch the status of %s as the renderer: %v", name, err)
+			}
+			mark := c.patch(t, gvrXR, "", name, `{"metadata":{"annotations":{"step":"renderer-status"}}}`)
+			wants = []want{{service: route.Renderer, object: x.GetUID(), target: x.GetUID(), rv: mark.GetResourceVersion(), reason: "composite resource changed"}}
+			if tc.renderer {
+				wants = append(wants, want{service: route.Renderer, object: x.GetUID(), target: x.GetUID(), rv: st.GetResourceVersion(), reason: "composite resource status changed"})
+			}
+			rec.expect(t, from, wants...)
+			for _, p := range rec.since(from) {
+				if !tc.renderer && p.service == route.Renderer && p.ev.GetResourceVersion() == st.GetResourceVersion() {
+					t.Errorf("mode %s: the renderer's own write of a status field came back to it, whose render reads no status:\n%s", tc.mode, dump([]published{p}))
+				}
+			}
 		}
 	})
 
