@@ -121,6 +121,18 @@ func fnvString(s string) uint64 {
 	return h.Sum64()
 }
 
+// NotReady reports, from the annotations of a cached XR, whether its Ready
+// condition is known not to be True (it is False, Unknown, or missing);
+// false when the XR's status summary is unknown.
+func NotReady(annotations map[string]string) bool {
+	v, ok := annotations[AnnotationStatus]
+	if !ok {
+		return false
+	}
+	ready, _, _ := strings.Cut(v, "/")
+	return ready != "True"
+}
+
 // StatusChanges returns the parts of an XR's status that differ between two
 // cached versions; StatusAll when either has no summary.
 func StatusChanges(old, cur Meta) StatusChange {

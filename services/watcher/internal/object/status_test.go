@@ -234,3 +234,24 @@ status:
 		})
 	}
 }
+
+func TestNotReady(t *testing.T) {
+	cases := map[string]struct {
+		reason      string
+		annotations map[string]string
+		want        bool
+	}{
+		"Unknown":   {reason: "Without a status summary readiness is not known.", annotations: nil},
+		"Ready":     {reason: "A Ready XR is Ready.", annotations: map[string]string{AnnotationStatus: "True/1/2/3"}},
+		"False":     {reason: "Ready False is not Ready.", annotations: map[string]string{AnnotationStatus: "False/1/2/"}, want: true},
+		"NoStatus":  {reason: "An XR without a Ready condition is not Ready.", annotations: map[string]string{AnnotationStatus: "/1/2/"}, want: true},
+		"UnknownRC": {reason: "Ready Unknown is not Ready.", annotations: map[string]string{AnnotationStatus: "Unknown/1/2/"}, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := NotReady(tc.annotations); got != tc.want {
+				t.Errorf("%s\nNotReady(): got %t, want %t", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

@@ -24,7 +24,9 @@
 //	crossplane.io/composite, with binder    the controlling XR (**)
 //	a controller reference)       secrets   the controlling XR, not for a
 //	                                        change of the status's
-//	                                        conditions alone
+//	                                        conditions alone, nor for a
+//	                                        creation while the XR is not
+//	                                        Ready
 //	watched on request of XRs     renderer  each requesting XR
 //
 // (**) Only where a ReferenceRule names the composed resource's kind (or,
@@ -238,6 +240,10 @@ type Lookup interface {
 	// a cached CompositionRevision whose spec.mode is Resources or unset.
 	// It is false when that is not known.
 	ResourcesMode(uid types.UID) bool
+	// NotReady reports whether the cached XR with the given UID is known
+	// not to be Ready (its Ready condition is not True); false when that is
+	// not known.
+	NotReady(uid types.UID) bool
 	// ReadsStatus reports whether a render of the cached XR with the given
 	// UID may read the XR's status (object.AnnotationReadsStatus of the
 	// revision or Composition it is composed with); true when that is not
@@ -405,6 +411,16 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// API server's answer already, so the creation would cost a
 			// render that changes nothing.
 			deliver(false, !o.Created || l.ResourcesMode(o.Controller.UID), "composed resource changed", xr, Renderer)
+			if o.Created && l.NotReady(o.Controller.UID) {
+				// The secrets service reads every composed resource of
+				// an XR when the XR turns Ready, and copies nothing to
+				// the claim before; a resource created earlier has no
+				// status and no connection Secret yet, which its later
+				// changes bring (the tracker finds the Secret by its
+				// own watch). A creation once the XR is Ready (a new
+				// template) is news.
+				readers = readers[1:] // readers[0] is Secrets
+			}
 			deliver(false, true, "composed resource changed", xr, readers...)
 		}
 	}

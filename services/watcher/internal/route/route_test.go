@@ -20,6 +20,9 @@ type caches struct {
 	// statusBlind are the XRs whose renders are known to read none of
 	// their status; every other XR's may.
 	statusBlind map[types.UID]bool
+	// notReady are the XRs known not to be Ready; every other XR's
+	// readiness is unknown.
+	notReady map[types.UID]bool
 	// unreferenced are the kinds no ReferenceRule names; every other
 	// kind is referenced.
 	unreferenced map[schema.GroupKind]bool
@@ -41,6 +44,8 @@ func (c caches) ResourcesMode(uid types.UID) bool { return c.resources[uid] }
 
 func (c caches) ReadsStatus(uid types.UID) bool { return !c.statusBlind[uid] }
 
+func (c caches) NotReady(uid types.UID) bool { return c.notReady[uid] }
+
 func (c caches) Referenced(gk schema.GroupKind) bool { return !c.unreferenced[gk] }
 
 var (
@@ -59,13 +64,15 @@ var (
 	claim       = Target{GVK: gvkClaim, Namespace: "team-a", Name: "db", UID: "claim-uid"}
 	unboundXR   = Target{GVK: gvkXR, Name: "lonely", UID: "xr2-uid"}
 	nsXR        = Target{GVK: gvkXR, Namespace: "team-b", Name: "ns-xr", UID: "xr3-uid"}
-	resXR       = Target{GVK: gvkXR, Name: "res-xr", UID: "xr4-uid"} // composes in mode Resources
+	resXR       = Target{GVK: gvkXR, Name: "res-xr", UID: "xr4-uid"}  // composes in mode Resources
+	pendingXR   = Target{GVK: gvkXR, Name: "pending", UID: "xr5-uid"} // known not to be Ready
 	composition = Target{GVK: gvkComp, Name: "db-aws", UID: "comp-uid"}
 	xrd         = Target{GVK: gvkXRD, Name: "xdatabases.example.org", UID: "xrd-uid"}
 
 	lookup = caches{
 		claims:      map[string]Target{"example.org/Database/team-a/db": claim},
-		xrs:         map[types.UID]Target{xr.UID: xr, unboundXR.UID: unboundXR, nsXR.UID: nsXR, resXR.UID: resXR},
+		xrs:         map[types.UID]Target{xr.UID: xr, unboundXR.UID: unboundXR, nsXR.UID: nsXR, resXR.UID: resXR, pendingXR.UID: pendingXR},
+		notReady:    map[types.UID]bool{pendingXR.UID: true},
 		resources:   map[types.UID]bool{resXR.UID: true},
 		statusBlind: map[types.UID]bool{resXR.UID: true},
 		requesters: map[types.UID][]types.UID{
@@ -409,6 +416,34 @@ func TestRoute(t *testing.T) {
 				{Service: Binder, Target: xr, Reason: "composed resource changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
 				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedCreatedBeforeReady": {
+			reason: "The creation of a composed resource of an XR that is not Ready yet is no news to the secrets service, which reads every composed resource when the XR turns Ready.",
+			o: with(obj(gvkNop, "", "pending-bucket", "nop2-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: pendingXR.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", pendingXR.Name, pendingXR.UID)
+				o.Writers = []string{"loom-renderer"}
+				o.Created = true
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: pendingXR, Reason: "composed resource changed"},
+				{Service: Renderer, Target: pendingXR, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedChangedBeforeReady": {
+			reason: "A later change of a composed resource of an XR that is not Ready yet goes to the secrets service as before.",
+			o: with(obj(gvkNop, "", "pending-bucket", "nop2-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: pendingXR.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", pendingXR.Name, pendingXR.UID)
+				o.Writers = []string{"kubectl"}
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: pendingXR, Reason: "composed resource changed"},
+				{Service: Renderer, Target: pendingXR, Reason: "composed resource changed"},
+				{Service: Secrets, Target: pendingXR, Reason: "composed resource changed"},
 			},
 		},
 		"ComposedByRendererAndUser": {

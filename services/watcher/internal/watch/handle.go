@@ -478,6 +478,18 @@ func (l lookup) ResourcesMode(uid types.UID) bool {
 	return mode == "" || v1.CompositionMode(mode) == v1.CompositionModeResources
 }
 
+func (l lookup) NotReady(uid types.UID) bool {
+	_, obj, ok := l.xr(uid)
+	if !ok {
+		return false
+	}
+	m, err := metaAccessor(obj)
+	if err != nil {
+		return false
+	}
+	return object.NotReady(m.GetAnnotations())
+}
+
 func (l lookup) ReadsStatus(uid types.UID) bool {
 	c := l.composition(uid)
 	return c == nil || object.ReadsStatus(c)

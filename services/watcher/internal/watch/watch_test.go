@@ -417,10 +417,11 @@ metadata:
   ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w1-abcde, uid: %s, controller: true}]
 spec: {forProvider: {}}
 `, xr.GetUID()))
+		// (Not to the secrets service: the XR is not Ready; see
+		// OwnCreationsInResourcesMode.)
 		rec.expect(t, from,
 			want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: nop.GetUID(), target: xr.GetUID()},
 			want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: nop.GetUID(), target: xr.GetUID()},
-			want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: nop.GetUID(), target: xr.GetUID()},
 		)
 		for _, p := range rec.since(from) {
 			if p.ev.GetObject().GetUid() == string(unlabelled.GetUID()) {
@@ -532,6 +533,23 @@ spec: {forProvider: {}}
 				c.delete(t, gvrComp, "", comp)
 			}
 		}()
+		t.Run("ReadyXR", func(t *testing.T) {
+			// A composed resource created once its XR is Ready (a new
+			// template, say) is news to the secrets service.
+			x := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w-ready}, spec: {compositionRevisionRef: {name: widgets-pt-1}}}`)
+			from := rec.len()
+			rx, err := c.resource(gvrXR, "").Patch(t.Context(), x.GetName(), types.MergePatchType, []byte(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Available","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`), metav1.PatchOptions{FieldManager: "loom-renderer"}, "status")
+			if err != nil {
+				t.Fatalf("cannot make %s Ready: %v", x.GetName(), err)
+			}
+			rec.expect(t, from, want{service: route.Secrets, object: x.GetUID(), target: x.GetUID(), rv: rx.GetResourceVersion(), reason: "composite resource readiness changed"})
+			from = rec.len()
+			n := createAs("w-ready-nop", x.GetName(), x.GetUID())
+			rec.expect(t, from,
+				want{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: n.GetUID(), target: x.GetUID()},
+				want{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: n.GetUID(), target: x.GetUID()},
+			)
+		})
 		for _, tc := range []struct {
 			name, mode, ref string
 			renderer        bool
@@ -545,18 +563,23 @@ spec: {forProvider: {}}
 			x := c.create(t, gvrXR, fmt.Sprintf(`{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: %s}, spec: {%s}}`, name, tc.ref))
 			from := rec.len()
 			n := createAs(name+"-nop", name, x.GetUID())
+			// The XR is not Ready (it has no status): the creation is no
+			// news to the secrets service, which reads every composed
+			// resource when the XR turns Ready.
 			wants := []want{
 				{service: route.Binder, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: n.GetUID(), target: x.GetUID()},
-				{service: route.Secrets, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: n.GetUID(), target: x.GetUID()},
 			}
 			if tc.renderer {
 				wants = append(wants, want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: n.GetUID(), target: x.GetUID()})
 			}
-			// The three deliveries of one change are published together.
+			// The deliveries of one change are published together.
 			rec.expect(t, from, wants...)
 			for _, p := range rec.since(from) {
 				if !tc.renderer && p.service == route.Renderer && p.ev.GetObject().GetUid() == string(n.GetUID()) {
 					t.Errorf("mode %s: the renderer's own creation of a composed resource came back to it:\n%s", tc.mode, dump([]published{p}))
+				}
+				if p.service == route.Secrets && p.ev.GetObject().GetUid() == string(n.GetUID()) {
+					t.Errorf("the creation of a composed resource of an XR that is not Ready reached the secrets service:\n%s", dump([]published{p}))
 				}
 			}
 
