@@ -375,6 +375,9 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		if l.Referenced(o.GVK.GroupKind()) {
 			readers = append(readers, Binder)
 		}
+		// The readers other than the secrets service, for changes that
+		// are no news to it (below).
+		notSecrets := readers[1:]
 		// The secrets service reads a composed resource's status only
 		// through connection details of type FromFieldPath, never its
 		// conditions: a change of the conditions alone (a provider's
@@ -382,7 +385,7 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		// summarised otherwise, see the XR's case.)
 		statusReaders := readers
 		if !o.StatusFieldsChanged && !roles.Has(RoleXR) {
-			statusReaders = readers[1:] // readers[0] is Secrets
+			statusReaders = notSecrets
 		}
 		switch {
 		case o.StatusOnly && nested && o.StatusChanged&(object.StatusReady|object.StatusPatchable) != 0:
@@ -419,7 +422,7 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				// changes bring (the tracker finds the Secret by its
 				// own watch). A creation once the XR is Ready (a new
 				// template) is news.
-				readers = readers[1:] // readers[0] is Secrets
+				readers = notSecrets
 			}
 			deliver(false, true, "composed resource changed", xr, readers...)
 		}
