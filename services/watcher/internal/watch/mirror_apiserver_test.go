@@ -103,7 +103,9 @@ metadata:
   ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w9-abcde, uid: %s, controller: true}]
 spec: {forProvider: {}}
 `, xr.GetUID()))
-		pub.expect(t, from, want{service: route.Secrets, object: nop.GetUID(), target: xr.GetUID()})
+		// (The creation reaches the renderer; not the secrets service,
+		// whose XR is not Ready.)
+		pub.expect(t, from, want{service: route.Renderer, object: nop.GetUID(), target: xr.GetUID()})
 		setReady := func(status string) *unstructured.Unstructured {
 			t.Helper()
 			patch := `{"status":{"conditions":[{"type":"Ready","status":"` + status + `","reason":"Test","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
