@@ -2,6 +2,7 @@ package reference
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,6 +23,7 @@ type laggingClient struct {
 	rules       []unstructured.Unstructured
 	gets        []string
 	applied     []*unstructured.Unstructured
+	statuses    []*unstructured.Unstructured
 }
 
 func (c *laggingClient) Get(ctx context.Context, _ schema.GroupVersionKind, _, name string) (*unstructured.Unstructured, error) {
@@ -43,6 +45,7 @@ func (c *laggingClient) Apply(_ context.Context, intent *unstructured.Unstructur
 }
 
 func (c *laggingClient) ApplyStatus(_ context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	c.statuses = append(c.statuses, intent)
 	return intent, nil
 }
 
@@ -50,14 +53,7 @@ func (c *laggingClient) ApplyStatus(_ context.Context, intent *unstructured.Unst
 // shows not Ready is read again from the API server, with
 // WithConfirmedWaits, before the wait is written.
 func TestConfirmedWaits(t *testing.T) {
-	rr := &v1alpha1.ReferenceRule{}
-	rr.SetName("nop")
-	rr.Spec.For = v1alpha1.KindReference{APIVersion: "nop.crossplane.io/v1alpha1", Kind: "NopResource"}
-	rr.Spec.References = []v1alpha1.Reference{networkRef}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := networkRule(t)
 	xr := theXR()
 	xr.SetResourceVersion("1")
 	_ = unstructured.SetNestedSlice(xr.Object, []any{
@@ -120,4 +116,104 @@ func TestConfirmedWaits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConditionWrites checks when the XR's ReferencesResolved condition is
+// written: while a reference waits, and when it resolves after a wait, but
+// not for references that resolve at once, nor again when it is True.
+func TestConditionWrites(t *testing.T) {
+	raw := networkRule(t)
+	refs := []any{
+		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "db"},
+		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "net"},
+	}
+	xrWith := func(conds ...any) *unstructured.Unstructured {
+		xr := theXR()
+		_ = unstructured.SetNestedSlice(xr.Object, refs, "spec", "resourceRefs")
+		if len(conds) > 0 {
+			_ = unstructured.SetNestedSlice(xr.Object, conds, "status", "conditions")
+		}
+		return xr
+	}
+	cond := func(status, reason string) map[string]any {
+		return map[string]any{"type": string(TypeReferencesResolved), "status": status, "reason": reason,
+			"lastTransitionTime": "2026-11-27T00:00:00Z"}
+	}
+	db := nop("db", field(map[string]any{"name": "net"}, "spec", "forProvider", "networkRef"))
+	netReady := nop("net", ready("True"), field("net-1", "status", "atProvider", "id"))
+	netWaiting := nop("net", ready("False"))
+
+	cases := map[string]struct {
+		reason string
+		xr     *unstructured.Unstructured
+		net    *unstructured.Unstructured
+		want   string // the written condition's status and reason; "" for no write
+	}{
+		"ResolvedAtOnce": {
+			reason: "References that resolve at the first try are not worth a write of the XR's status.",
+			xr:     xrWith(),
+			net:    netReady,
+		},
+		"Waiting": {
+			reason: "A reference waiting for its target is reported.",
+			xr:     xrWith(),
+			net:    netWaiting,
+			want:   "False/WaitingForReferences",
+		},
+		"ResolvedAfterWait": {
+			reason: "A reference that resolves after a wait turns the condition True.",
+			xr:     xrWith(cond("False", string(ReasonWaiting))),
+			net:    netReady,
+			want:   "True/Resolved",
+		},
+		"StillResolved": {
+			reason: "A True condition is not written again.",
+			xr:     xrWith(cond("True", string(ReasonResolved))),
+			net:    netReady,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := &laggingClient{
+				api:   map[string]*unstructured.Unstructured{"xr": tc.xr, "db": db, "net": tc.net},
+				rules: []unstructured.Unstructured{{Object: raw}},
+			}
+			r := NewReconciler(c, NewRules(c, 0))
+			if _, err := r.Reconcile(t.Context(), tc.xr.GroupVersionKind(), "", "xr", false); err != nil {
+				t.Fatalf("Reconcile(...): %v", err)
+			}
+			var got []string
+			for _, s := range c.statuses {
+				conds, _, _ := unstructured.NestedSlice(s.Object, "status", "conditions")
+				for _, c := range conds {
+					m, _ := c.(map[string]any)
+					if m["type"] == string(TypeReferencesResolved) {
+						got = append(got, fmt.Sprintf("%s/%s", m["status"], m["reason"]))
+					}
+				}
+			}
+			var want []string
+			if tc.want != "" {
+				want = []string{tc.want}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s\nReconcile(...) wrote conditions: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// networkRule returns a ReferenceRule of NopResources with networkRef, as
+// the client lists it.
+func networkRule(t *testing.T) map[string]any {
+	t.Helper()
+	rr := &v1alpha1.ReferenceRule{}
+	rr.SetName("nop")
+	rr.Spec.For = v1alpha1.KindReference{APIVersion: "nop.crossplane.io/v1alpha1", Kind: "NopResource"}
+	rr.Spec.References = []v1alpha1.Reference{networkRef}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }

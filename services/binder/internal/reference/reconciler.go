@@ -55,8 +55,9 @@ const FieldManager = "loom-binder"
 // The condition the binder sets on an XR whose composed resources have
 // reference rules.
 const (
-	// TypeReferencesResolved is True when every reference of every
-	// composed resource resolved.
+	// TypeReferencesResolved is False while a reference of a composed
+	// resource waits or cannot resolve, and True once every one resolved
+	// after that. An XR whose references all resolved at once has none.
 	TypeReferencesResolved common.ConditionType = "ReferencesResolved"
 
 	ReasonResolved     common.ConditionReason = "Resolved"
@@ -200,7 +201,8 @@ func ResourceRefs(xr *unstructured.Unstructured) []ComposedRef {
 
 // Reconcile re-reads the XR of kind gvk named namespace/name, resolves the
 // references of its composed resources that have rules, writes what
-// resolved, and sets the XR's ReferencesResolved condition. With refresh it
+// resolved, and sets the XR's ReferencesResolved condition (when a reference
+// waits or fails, or the condition is there already). With refresh it
 // reloads the rules first (a rule changed). It writes nothing when nothing
 // changed. A returned error means "retry later".
 func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, refresh bool) (reconcile.Result, error) {
@@ -314,7 +316,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	telemetry.SetReferencesWaiting(string(xr.GetUID()), waiting)
-	if governed == 0 && !slices.Contains(condition.Owned(xr, FieldManager), TypeReferencesResolved) {
+	_, had := condition.Find(condition.Observed(xr), TypeReferencesResolved)
+	if (governed == 0 && !slices.Contains(condition.Owned(xr, FieldManager), TypeReferencesResolved)) || (len(problems) == 0 && !had) {
+		// Nothing to report: no composed resource has rules, or every
+		// reference resolved and the XR never said otherwise. The
+		// condition is written when a reference waits or fails, and
+		// then when it resolves; an XR whose references resolved at
+		// once carries none, which saves a write of its status per XR.
+		// (The watcher brings the binder's own "not resolved" back to
+		// it once its mirror holds it, so that a binder that forgot
+		// that write, on a restart, still turns it True.)
 		return reconcile.Result{}, errors.Join(errs...)
 	}
 	if err := r.setCondition(ctx, xr, problems, governed); err != nil {

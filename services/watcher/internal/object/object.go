@@ -153,6 +153,7 @@ func Transform(s Shape) cache.TransformFunc {
 			ann := digestAnnotations(o.GetAnnotations(), o.GetFinalizers())
 			if s&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(o))
+				ann = with(ann, AnnotationBinding, bindingSummary(o))
 			} else {
 				if r := readyStatus(o); r != "" {
 					ann = with(ann, AnnotationReady, r)
@@ -280,7 +281,7 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 // on cached objects.
 func watcherAnnotation(k string) bool {
 	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady ||
-		k == AnnotationStatusFields || k == AnnotationReadsStatus
+		k == AnnotationStatusFields || k == AnnotationReadsStatus || k == AnnotationBinding
 }
 
 // with returns m with k set to v, creating m if it is nil.
@@ -329,6 +330,9 @@ type Meta struct {
 	// object cached in full other than an XR (AnnotationStatusFields);
 	// empty for other objects.
 	StatusFields string
+	// Binding summarises the spec fields of an XR that the binder reads
+	// back to its claim (AnnotationBinding); empty for other kinds.
+	Binding string
 }
 
 // StatusOnly reports whether a change from old to cur touched nothing but
@@ -380,6 +384,7 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 		Writers:         o.GetAnnotations()[AnnotationWriters],
 		Ready:           ready,
 		StatusFields:    ann[AnnotationStatusFields],
+		Binding:         ann[AnnotationBinding],
 	}, nil
 }
 

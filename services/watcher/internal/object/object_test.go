@@ -178,13 +178,15 @@ metadata:
 			}
 			want := parse(t, tc.want)
 			in := parse(t, tc.in)
-			// The digest's, the status summary's, the status fields' and
-			// the reading of the XR's status' own behaviour are
-			// TestDigest's, TestStatusChanges', TestStatusFieldsChanged's
-			// and TestReadsStatus' business.
+			// The digest's, the status summary's, the status fields', the
+			// reading of the XR's status' and the binding summary's own
+			// behaviour are TestDigest's, TestStatusChanges',
+			// TestStatusFieldsChanged's, TestReadsStatus' and
+			// TestBindingChanged's business.
 			ann := digestAnnotations(in.GetAnnotations(), in.GetFinalizers())
 			if tc.shape&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(in))
+				ann = with(ann, AnnotationBinding, bindingSummary(in))
 			} else {
 				ann = with(ann, AnnotationStatusFields, statusFields(in))
 			}

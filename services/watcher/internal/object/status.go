@@ -14,8 +14,8 @@ import (
 )
 
 // AnnotationStatus is kept on cached XRs only, beside AnnotationDigest: a
-// summary of the XR's status in four parts,
-// "<ready>/<patchable>/<claim>/<published>",
+// summary of the XR's status in five parts,
+// "<ready>/<patchable>/<claim>/<published>/<unresolved>",
 // so that the watcher can tell which services a change of the status alone
 // concerns (see StatusChanges). Like the digest it exists only in the
 // watcher's cache.
@@ -53,10 +53,22 @@ const (
 	// none, say). It changes only with StatusReady.
 	StatusReadyTrue
 
+	// StatusUnresolved is a turn of the binder's ReferencesResolved
+	// condition to anything but True (from True or none): the binder
+	// writes it there and, having written it, turns it True once the
+	// references resolve; the change tells a binder that forgot its write
+	// (it restarted) that the condition waits for it. A turn to True is no
+	// such change.
+	StatusUnresolved
+
 	// StatusAll is every part; it is the change when either summary is
 	// unknown.
-	StatusAll = StatusReady | StatusPatchable | StatusClaim | StatusPublished | StatusReadyTrue
+	StatusAll = StatusReady | StatusPatchable | StatusClaim | StatusPublished | StatusReadyTrue | StatusUnresolved
 )
+
+// typeReferencesResolved is the binder's condition on XRs whose references
+// wait or fail (services/binder/internal/reference).
+const typeReferencesResolved = "ReferencesResolved"
 
 // machineryStatus are the XR status fields that Loom's services write for
 // themselves (the renderer's conditions, summary and watch list, the
@@ -106,13 +118,17 @@ func statusSummary(u *unstructured.Unstructured) string {
 		published = strconv.FormatUint(fnvString(last), 16)
 	}
 	types, _ := status["claimConditionTypes"].([]any)
+	unresolved := ""
 	for _, c := range conds {
 		m, ok := c.(map[string]any)
 		if ok && slices.Contains(types, m["type"]) {
 			hashValue(claim, m)
 		}
+		if ok && m["type"] == typeReferencesResolved && m["status"] != "True" {
+			unresolved = "1"
+		}
 	}
-	return ready + "/" + strconv.FormatUint(patchable.Sum64(), 16) + "/" + strconv.FormatUint(claim.Sum64(), 16) + "/" + published
+	return ready + "/" + strconv.FormatUint(patchable.Sum64(), 16) + "/" + strconv.FormatUint(claim.Sum64(), 16) + "/" + published + "/" + unresolved
 }
 
 func fnvString(s string) uint64 {
@@ -137,7 +153,7 @@ func NotReady(annotations map[string]string) bool {
 // cached versions; StatusAll when either has no summary.
 func StatusChanges(old, cur Meta) StatusChange {
 	o, c := strings.Split(old.Status, "/"), strings.Split(cur.Status, "/")
-	if len(o) != 4 || len(c) != 4 {
+	if len(o) != 5 || len(c) != 5 {
 		return StatusAll
 	}
 	var ch StatusChange
@@ -148,6 +164,9 @@ func StatusChanges(old, cur Meta) StatusChange {
 	}
 	if (o[0] == "True") != (c[0] == "True") {
 		ch |= StatusReadyTrue
+	}
+	if c[4] != "" && o[4] == "" {
+		ch |= StatusUnresolved
 	}
 	return ch
 }

@@ -80,6 +80,22 @@ status:
 			reason: "A condition no one mirrors (the binder's own) concerns no one.",
 			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Creating", "message": "1 of 3 ready"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "True", "reason": "Resolved"}]}`,
 		},
+		"ReferencesUnresolved": {
+			reason: "The binder's ReferencesResolved turning False from none concerns the binder.",
+			base:   strings.Replace(base, "  - {type: ReferencesResolved, status: \"False\", reason: Waiting}\n", "", 1),
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Creating", "message": "1 of 3 ready"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "Waiting"}]}`,
+			want:   StatusUnresolved,
+		},
+		"ReferencesUnresolvedAgain": {
+			reason: "The binder's ReferencesResolved turning False from True concerns the binder.",
+			base:   strings.Replace(base, `{type: ReferencesResolved, status: "False", reason: Waiting}`, `{type: ReferencesResolved, status: "True", reason: Resolved}`, 1),
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Creating", "message": "1 of 3 ready"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "False", "reason": "ReferenceError"}]}`,
+			want:   StatusUnresolved,
+		},
+		"ReferencesStillUnresolved": {
+			reason: "Another reason for unresolved references is no news to the binder, which wrote it.",
+			change: `{"conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}, {"type": "Ready", "status": "False", "reason": "Creating", "message": "1 of 3 ready"}, {"type": "DatabaseReady", "status": "False", "reason": "Waiting"}, {"type": "ReferencesResolved", "status": "Unknown", "reason": "ReferenceError"}]}`,
+		},
 		"ConnectionDetails": {
 			reason: "The secrets service's connectionDetails concern no one.",
 			change: `{"connectionDetails": {"lastPublishedTime": "2026-02-01T00:00:00Z"}}`,
@@ -114,7 +130,7 @@ status:
 			}
 			got := StatusChanges(metaOfXR(t, old), metaOfXR(t, cur))
 			if got != tc.want {
-				t.Errorf("%s\nStatusChanges(): got %05b, want %05b", tc.reason, got, tc.want)
+				t.Errorf("%s\nStatusChanges(): got %06b, want %06b", tc.reason, got, tc.want)
 			}
 		})
 	}

@@ -57,12 +57,15 @@
 //	                  status, the conditions listed in claimConditionTypes
 //	                  and the status outside conditions, connectionDetails
 //	                  and watchedResourceRefs
+//	binder (XR)       whether its ReferencesResolved condition turned
+//	                  from True or none to anything else
+//	                  (object.StatusUnresolved), even by its own write
 //
 // So the services' own writes of conditions (Synced and Ready's message,
-// ReferencesResolved, ConnectionDetailsReady) and of connectionDetails wake
-// no one. The cost: a patch that reads one of the machinery fields of its
-// XR (status.conditions, say) is re-run with the XR's next other change
-// rather than at once.
+// ReferencesResolved turning True, ConnectionDetailsReady) and of
+// connectionDetails wake no one. The cost: a patch that reads one of the
+// machinery fields of its XR (status.conditions, say) is re-run with the
+// XR's next other change rather than at once.
 //
 // A change that a service's field manager made alone (Object.Writers) does
 // not go back to that service, for claims, XRs (but for the status parts
@@ -196,6 +199,10 @@ type Object struct {
 	StatusFieldsChanged bool
 	// ComposedKinds are, for an XR, the kinds its spec.resourceRefs name.
 	ComposedKinds []schema.GroupKind
+	// BindingChanged is, for an XR's update, whether what the binder reads
+	// back from it to its claim may have changed (object.BindingChanged;
+	// true when that is not known).
+	BindingChanged bool
 }
 
 // fieldManagers are the field managers of the services' writes.
@@ -335,6 +342,15 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				// is not (a first "Creating" is no news to it).
 				deliver(true, false, "composite resource readiness changed", self, Secrets)
 			}
+			if o.StatusChanged&object.StatusUnresolved != 0 && slices.Contains(resolvers, Binder) {
+				// The binder's own write, back once the mirror holds it:
+				// it turns the condition True when the references
+				// resolve only where the XR shows it said otherwise, so
+				// a binder that forgot the write (a restart) must read it
+				// from the mirror rather than from its memory. Rare: a
+				// reference that resolves at once writes no condition.
+				add("composite resource references unresolved", self, Binder)
+			}
 		}
 		if r := o.ClaimRef; r != nil && (!o.StatusOnly || o.StatusChanged&object.StatusClaim != 0) {
 			if claim, ok := l.Claim(r.GroupKind(), r.Namespace, r.Name); ok {
@@ -348,6 +364,11 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				case o.StatusOnly:
 					// The mirror copies the binder's own conditions too.
 					add("bound composite resource changed", claim, Binder)
+				case o.writtenOnlyBy(Renderer) && !o.BindingChanged:
+					// The renderer's write of the XR's spec (its
+					// resourceRefs, the connection Secret's reference,
+					// the revision the XR had already) leaves what
+					// the binder reads back to the claim as it was.
 				default:
 					deliver(false, true, "bound composite resource changed", claim, Binder)
 				}

@@ -191,7 +191,7 @@ func TestRoute(t *testing.T) {
 			},
 		},
 		"BoundXRStatus": {
-			reason: "A change of every part of a bound XR's status goes to the renderer and secrets, and to the binder targeting its claim (the status mirror), not to the binder targeting the XR.",
+			reason: "A change of every part of a bound XR's status goes to the renderer and secrets, and to the binder targeting its claim (the status mirror) and the XR (its ReferencesResolved condition may say unresolved).",
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
 				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
 				o.StatusOnly = true
@@ -200,6 +200,7 @@ func TestRoute(t *testing.T) {
 			roles: RoleXR,
 			want: []Delivery{
 				{Service: Binder, Target: claim, Reason: "bound composite resource readiness changed", Urgent: true},
+				{Service: Binder, Target: xr, Reason: "composite resource references unresolved"},
 				{Service: Renderer, Target: xr, Reason: "composite resource status changed"},
 				{Service: Secrets, Target: xr, Reason: "composite resource readiness changed", Urgent: true},
 			},
@@ -275,6 +276,66 @@ func TestRoute(t *testing.T) {
 				{Service: Binder, Target: claim, Reason: "bound composite resource readiness changed", Urgent: true},
 			},
 		},
+		"BoundXRSpecByRenderer": {
+			reason: "The renderer's write of a bound XR's spec (its resourceRefs) is no news to the claim when nothing the binder reads back changed; it still goes to the binder for references and to the secrets service.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.Writers = []string{"loom-renderer"}
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"BoundXRBindingByRenderer": {
+			reason: "The renderer's write of a field the binder reads back to the claim (a new revision) goes to the claim.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.Writers = []string{"loom-renderer"}
+				o.BindingChanged = true
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Binder, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"BoundXRSpecByOther": {
+			reason: "Anyone else's write of a bound XR's spec goes to the claim: it may undo what the binder applied from the claim.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.Writers = []string{"kubectl-edit"}
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Binder, Target: xr, Reason: "composite resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"XRReferencesUnresolvedByBinder": {
+			reason: "The binder's own ReferencesResolved=False comes back to it (for the XR, not the claim): it turns the condition True only where the XR shows it.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusUnresolved
+				o.Writers = []string{"loom-binder"}
+			}),
+			roles: RoleXR,
+			want:  []Delivery{{Service: Binder, Target: xr, Reason: "composite resource references unresolved"}},
+		},
+		"XRReferencesUnresolvedNoRules": {
+			reason: "Where no ReferenceRule names the kinds the XR composes, the condition is no one's news.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.StatusOnly = true
+				o.StatusChanged = object.StatusUnresolved
+			}),
+			roles: RoleXR,
+			l:     unreferenced(gvkNop),
+		},
 		"BoundXRPublished": {
 			reason: "A Ready XR's new connection Secret publication goes to the claim's mirror, urgent: the claim turns Ready with it.",
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
@@ -305,6 +366,7 @@ func TestRoute(t *testing.T) {
 			}),
 			roles: RoleXR | RoleComposed,
 			want: []Delivery{
+				{Service: Binder, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource references unresolved"},
 				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
 				{Service: Renderer, Target: Target{GVK: gvkXR, Name: "child", UID: "child-uid"}, Reason: "composite resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},

@@ -91,6 +91,7 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	if old != nil {
 		o.Writers = object.Writers(*old, m)
 		o.Created = old.UID == ""
+		o.BindingChanged = object.BindingChanged(*old, m)
 		if object.StatusOnly(*old, m) {
 			o.StatusOnly = true
 			o.StatusChanged = object.StatusChanges(*old, m)
@@ -157,7 +158,7 @@ func (w *Watcher) tenant(t route.Target, o route.Object) string {
 // sees it: for an XR, with the claim it is bound to and the kinds it
 // composes.
 func routeObject(m object.Meta, roles route.Role, obj any) route.Object {
-	o := route.Object{Meta: m}
+	o := route.Object{Meta: m, BindingChanged: true}
 	if roles&route.RoleXR != 0 {
 		if u := object.Unstructured(obj); u != nil {
 			o.ClaimRef = object.ClaimRef(u)

@@ -669,6 +669,46 @@ spec: {forProvider: {}}
 		}
 	})
 
+	t.Run("RendererSpecAndBinderConditions", func(t *testing.T) {
+		// The renderer's write of a bound XR's resourceRefs is no news to
+		// the claim; its write of a revision is. The binder's own
+		// ReferencesResolved turning False comes back to it for the XR;
+		// turning True does not. An annotation of the XR by someone else
+		// marks the point by which all are published.
+		from := rec.len()
+		as := func(manager, patch string, subresources ...string) *unstructured.Unstructured {
+			t.Helper()
+			out, err := c.resource(gvrXR, "").Patch(t.Context(), xr.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: manager}, subresources...)
+			if err != nil {
+				t.Fatalf("cannot patch %s as %s: %v", xr.GetName(), manager, err)
+			}
+			return out
+		}
+		refs := as("loom-renderer", `{"spec":{"resourceRefs":[{"apiVersion":"nop.crossplane.io/v1alpha1","kind":"NopResource","name":"`+nop.GetName()+`"}],"writeConnectionSecretToRef":{"namespace":"loom-system","name":"`+string(xr.GetUID())+`"}}}`)
+		rev := as("loom-renderer", `{"spec":{"compositionRevisionRef":{"name":"widgets-pt-2"}}}`)
+		cond := func(status string) string {
+			return `{"status":{"conditions":[{"type":"ReferencesResolved","status":"` + status + `","reason":"R","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+		}
+		unresolved := as("loom-binder", cond("False"), "status")
+		resolved := as("loom-binder", cond("True"), "status")
+		xm := c.patch(t, gvrXR, "", xr.GetName(), `{"metadata":{"annotations":{"step":"renderer-spec"}}}`)
+		rec.expect(t, from,
+			want{service: route.Secrets, object: xr.GetUID(), target: xr.GetUID(), rv: refs.GetResourceVersion()},
+			want{service: route.Binder, object: xr.GetUID(), target: claim.GetUID(), rv: rev.GetResourceVersion()},
+			want{service: route.Binder, object: xr.GetUID(), target: xr.GetUID(), rv: unresolved.GetResourceVersion(), reason: "composite resource references unresolved"},
+			want{service: route.Renderer, object: xr.GetUID(), target: xr.GetUID(), rv: xm.GetResourceVersion()},
+		)
+		for _, p := range rec.since(from) {
+			rv, target := p.ev.GetResourceVersion(), p.ev.GetTarget().GetUid()
+			if rv == refs.GetResourceVersion() && target == string(claim.GetUID()) {
+				t.Errorf("The renderer's write of the XR's resourceRefs reached the claim:\n%s", dump([]published{p}))
+			}
+			if rv == resolved.GetResourceVersion() {
+				t.Errorf("The binder's ReferencesResolved turning True went somewhere:\n%s", dump([]published{p}))
+			}
+		}
+	})
+
 	t.Run("CompositionTemplates", func(t *testing.T) {
 		from := rec.len()
 		comp := c.create(t, gvrComp, `
