@@ -153,7 +153,6 @@ func Transform(s Shape) cache.TransformFunc {
 			ann := digestAnnotations(o.GetAnnotations(), o.GetFinalizers())
 			if s&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(o))
-				ann = with(ann, AnnotationBinding, bindingSummary(o))
 			} else {
 				if r := readyStatus(o); r != "" {
 					ann = with(ann, AnnotationReady, r)
@@ -162,6 +161,9 @@ func Transform(s Shape) cache.TransformFunc {
 			}
 			if s&(ShapeComposition|ShapeRevision) != 0 {
 				ann = with(ann, AnnotationReadsStatus, readsStatus(o))
+			}
+			if s&(ShapeXR|ShapeClaim) != 0 {
+				ann = with(ann, AnnotationPropagated, propagatedSummary(o))
 			}
 			if w := writersOf(o); w != "" {
 				ann = with(ann, AnnotationWriters, w)
@@ -281,7 +283,7 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 // on cached objects.
 func watcherAnnotation(k string) bool {
 	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady ||
-		k == AnnotationStatusFields || k == AnnotationReadsStatus || k == AnnotationBinding
+		k == AnnotationStatusFields || k == AnnotationReadsStatus || k == AnnotationPropagated
 }
 
 // with returns m with k set to v, creating m if it is nil.
@@ -330,9 +332,10 @@ type Meta struct {
 	// object cached in full other than an XR (AnnotationStatusFields);
 	// empty for other objects.
 	StatusFields string
-	// Binding summarises the spec fields of an XR that the binder reads
-	// back to its claim (AnnotationBinding); empty for other kinds.
-	Binding string
+	// Propagated summarises what the binder copies from an XR back to its
+	// claim, on an XR or a claim (AnnotationPropagated); empty for other
+	// kinds.
+	Propagated string
 }
 
 // StatusOnly reports whether a change from old to cur touched nothing but
@@ -384,7 +387,7 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 		Writers:         o.GetAnnotations()[AnnotationWriters],
 		Ready:           ready,
 		StatusFields:    ann[AnnotationStatusFields],
-		Binding:         ann[AnnotationBinding],
+		Propagated:      ann[AnnotationPropagated],
 	}, nil
 }
 

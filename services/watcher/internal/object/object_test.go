@@ -182,16 +182,18 @@ metadata:
 			// reading of the XR's status' and the binding summary's own
 			// behaviour are TestDigest's, TestStatusChanges',
 			// TestStatusFieldsChanged's, TestReadsStatus' and
-			// TestBindingChanged's business.
+			// TestPropagated's business.
 			ann := digestAnnotations(in.GetAnnotations(), in.GetFinalizers())
 			if tc.shape&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(in))
-				ann = with(ann, AnnotationBinding, bindingSummary(in))
 			} else {
 				ann = with(ann, AnnotationStatusFields, statusFields(in))
 			}
 			if tc.shape&(ShapeComposition|ShapeRevision) != 0 {
 				ann = with(ann, AnnotationReadsStatus, readsStatus(in))
+			}
+			if tc.shape&(ShapeXR|ShapeClaim) != 0 {
+				ann = with(ann, AnnotationPropagated, propagatedSummary(in))
 			}
 			if w := writersOf(in); w != "" {
 				ann = with(ann, AnnotationWriters, w)

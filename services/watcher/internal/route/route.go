@@ -199,10 +199,6 @@ type Object struct {
 	StatusFieldsChanged bool
 	// ComposedKinds are, for an XR, the kinds its spec.resourceRefs name.
 	ComposedKinds []schema.GroupKind
-	// BindingChanged is, for an XR's update, whether what the binder reads
-	// back from it to its claim may have changed (object.BindingChanged;
-	// true when that is not known).
-	BindingChanged bool
 }
 
 // fieldManagers are the field managers of the services' writes.
@@ -256,6 +252,10 @@ type Lookup interface {
 	// revision or Composition it is composed with); true when that is not
 	// known.
 	ReadsStatus(uid types.UID) bool
+	// ClaimPropagated returns the summary of what the binder copied from
+	// its XR to the cached claim of the given group, kind, namespace and
+	// name (object.AnnotationPropagated); empty when that is not known.
+	ClaimPropagated(gk schema.GroupKind, namespace, name string) string
 	// Referenced reports whether a ReferenceRule names kind gk, as the
 	// kind whose references it resolves (spec.for) or as a target, or
 	// whether that is not known (the rules are not listed yet).
@@ -364,11 +364,14 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				case o.StatusOnly:
 					// The mirror copies the binder's own conditions too.
 					add("bound composite resource changed", claim, Binder)
-				case o.writtenOnlyBy(Renderer) && !o.BindingChanged:
+				case o.writtenOnlyBy(Renderer) && !o.Deleting && o.Propagated != "" &&
+					o.Propagated == l.ClaimPropagated(r.GroupKind(), r.Namespace, r.Name):
 					// The renderer's write of the XR's spec (its
 					// resourceRefs, the connection Secret's reference,
-					// the revision the XR had already) leaves what
-					// the binder reads back to the claim as it was.
+					// the revision the binder named on the claim when
+					// it bound it) leaves the binder nothing to copy
+					// back to the claim: the claim holds what the XR
+					// does.
 				default:
 					deliver(false, true, "bound composite resource changed", claim, Binder)
 				}

@@ -26,11 +26,19 @@ type caches struct {
 	// unreferenced are the kinds no ReferenceRule names; every other
 	// kind is referenced.
 	unreferenced map[schema.GroupKind]bool
+	// propagated are the claims' summaries of what the binder copied from
+	// their XRs (object.AnnotationPropagated), by claim UID.
+	propagated map[types.UID]string
 }
 
 func (c caches) Claim(gk schema.GroupKind, namespace, name string) (Target, bool) {
 	t, ok := c.claims[gk.Group+"/"+gk.Kind+"/"+namespace+"/"+name]
 	return t, ok
+}
+
+func (c caches) ClaimPropagated(gk schema.GroupKind, namespace, name string) string {
+	t, _ := c.Claim(gk, namespace, name)
+	return c.propagated[t.UID]
 }
 
 func (c caches) XR(uid types.UID) (Target, bool) {
@@ -75,6 +83,7 @@ var (
 		notReady:    map[types.UID]bool{pendingXR.UID: true},
 		resources:   map[types.UID]bool{resXR.UID: true},
 		statusBlind: map[types.UID]bool{resXR.UID: true},
+		propagated:  map[types.UID]string{claim.UID: "rev-1"},
 		requesters: map[types.UID][]types.UID{
 			"env-uid": {xr.UID, nsXR.UID, "gone-uid"},
 			"nop-uid": {xr.UID},
@@ -277,10 +286,11 @@ func TestRoute(t *testing.T) {
 			},
 		},
 		"BoundXRSpecByRenderer": {
-			reason: "The renderer's write of a bound XR's spec (its resourceRefs) is no news to the claim when nothing the binder reads back changed; it still goes to the binder for references and to the secrets service.",
+			reason: "The renderer's write of a bound XR's spec (its resourceRefs) is no news to the claim when the claim holds what the binder copies back from the XR; it still goes to the binder for references and to the secrets service.",
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
 				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
 				o.Writers = []string{"loom-renderer"}
+				o.Propagated = "rev-1"
 			}),
 			roles: RoleXR,
 			want: []Delivery{
@@ -289,11 +299,26 @@ func TestRoute(t *testing.T) {
 			},
 		},
 		"BoundXRBindingByRenderer": {
-			reason: "The renderer's write of a field the binder reads back to the claim (a new revision) goes to the claim.",
+			reason: "The renderer's write of a field the binder copies back to the claim (a revision the claim does not hold) goes to the claim.",
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
 				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
 				o.Writers = []string{"loom-renderer"}
-				o.BindingChanged = true
+				o.Propagated = "rev-2"
+			}),
+			roles: RoleXR,
+			want: []Delivery{
+				{Service: Binder, Target: claim, Reason: "bound composite resource changed"},
+				{Service: Binder, Target: xr, Reason: "composite resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composite resource changed"},
+			},
+		},
+		"BoundXRDeletingByRenderer": {
+			reason: "The renderer's write of a bound XR being deleted goes to the claim.",
+			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
+				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
+				o.Writers = []string{"loom-renderer"}
+				o.Propagated = "rev-1"
+				o.Deleting = true
 			}),
 			roles: RoleXR,
 			want: []Delivery{
@@ -307,6 +332,7 @@ func TestRoute(t *testing.T) {
 			o: with(obj(gvkXR, "", xr.Name, xr.UID), func(o *Object) {
 				o.ClaimRef = &object.Reference{APIVersion: "example.org/v1alpha1", Kind: "Database", Namespace: "team-a", Name: "db"}
 				o.Writers = []string{"kubectl-edit"}
+				o.Propagated = "rev-1"
 			}),
 			roles: RoleXR,
 			want: []Delivery{

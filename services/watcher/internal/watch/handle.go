@@ -91,7 +91,6 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	if old != nil {
 		o.Writers = object.Writers(*old, m)
 		o.Created = old.UID == ""
-		o.BindingChanged = object.BindingChanged(*old, m)
 		if object.StatusOnly(*old, m) {
 			o.StatusOnly = true
 			o.StatusChanged = object.StatusChanges(*old, m)
@@ -158,7 +157,7 @@ func (w *Watcher) tenant(t route.Target, o route.Object) string {
 // sees it: for an XR, with the claim it is bound to and the kinds it
 // composes.
 func routeObject(m object.Meta, roles route.Role, obj any) route.Object {
-	o := route.Object{Meta: m, BindingChanged: true}
+	o := route.Object{Meta: m}
 	if roles&route.RoleXR != 0 {
 		if u := object.Unstructured(obj); u != nil {
 			o.ClaimRef = object.ClaimRef(u)
@@ -432,6 +431,23 @@ func (l lookup) sourcesWith(role route.Role) []*source {
 }
 
 func (l lookup) Claim(gk schema.GroupKind, namespace, name string) (route.Target, bool) {
+	s, m := l.claim(gk, namespace, name)
+	if m == nil {
+		return route.Target{}, false
+	}
+	return route.Target{GVK: s.gvk, Namespace: namespace, Name: name, UID: m.GetUID()}, true
+}
+
+func (l lookup) ClaimPropagated(gk schema.GroupKind, namespace, name string) string {
+	if _, m := l.claim(gk, namespace, name); m != nil {
+		return m.GetAnnotations()[object.AnnotationPropagated]
+	}
+	return ""
+}
+
+// claim returns the cached claim of the given group, kind, namespace and
+// name and its source; a nil object when it is not cached.
+func (l lookup) claim(gk schema.GroupKind, namespace, name string) (*source, metav1.Object) {
 	for _, s := range l.sourcesWith(route.RoleClaim) {
 		if s.gvk.GroupKind() != gk {
 			continue
@@ -441,10 +457,10 @@ func (l lookup) Claim(gk schema.GroupKind, namespace, name string) (route.Target
 			continue
 		}
 		if m, err := metaAccessor(obj); err == nil {
-			return route.Target{GVK: s.gvk, Namespace: namespace, Name: name, UID: m.GetUID()}, true
+			return s, m
 		}
 	}
-	return route.Target{}, false
+	return nil, nil
 }
 
 // xr returns the cached XR with the given UID and the source that holds it.

@@ -670,27 +670,35 @@ spec: {forProvider: {}}
 	})
 
 	t.Run("RendererSpecAndBinderConditions", func(t *testing.T) {
-		// The renderer's write of a bound XR's resourceRefs is no news to
-		// the claim; its write of a revision is. The binder's own
+		// The renderer's write of a bound XR's resourceRefs and of the
+		// Composition and revision its claim names already (the binder
+		// chose them when it bound the claim) is no news to the claim;
+		// its write of another revision is. The binder's own
 		// ReferencesResolved turning False comes back to it for the XR;
 		// turning True does not. An annotation of the XR by someone else
 		// marks the point by which all are published.
 		from := rec.len()
-		as := func(manager, patch string, subresources ...string) *unstructured.Unstructured {
+		as := func(gvr schema.GroupVersionResource, ns, name, manager, patch string, subresources ...string) *unstructured.Unstructured {
 			t.Helper()
-			out, err := c.resource(gvrXR, "").Patch(t.Context(), xr.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: manager}, subresources...)
+			out, err := c.resource(gvr, ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: manager}, subresources...)
 			if err != nil {
-				t.Fatalf("cannot patch %s as %s: %v", xr.GetName(), manager, err)
+				t.Fatalf("cannot patch %s as %s: %v", name, manager, err)
 			}
 			return out
 		}
-		refs := as("loom-renderer", `{"spec":{"resourceRefs":[{"apiVersion":"nop.crossplane.io/v1alpha1","kind":"NopResource","name":"`+nop.GetName()+`"}],"writeConnectionSecretToRef":{"namespace":"loom-system","name":"`+string(xr.GetUID())+`"}}}`)
-		rev := as("loom-renderer", `{"spec":{"compositionRevisionRef":{"name":"widgets-pt-2"}}}`)
+		choice := `"compositionRef":{"name":"widgets"},"compositionRevisionRef":{"name":"widgets-pt-1"}`
+		as(gvrClaim, "team-a", "w1", "loom-binder", `{"spec":{`+choice+`}}`)
+		// The binder's write goes nowhere; a label after it, once
+		// published, says that the watcher has seen it.
+		claim = c.label(t, gvrClaim, "team-a", "w1", "step", "renderer-spec")
+		rec.expect(t, from, want{service: route.Binder, object: claim.GetUID(), target: claim.GetUID(), rv: claim.GetResourceVersion()})
+		refs := as(gvrXR, "", xr.GetName(), "loom-renderer", `{"spec":{`+choice+`,"resourceRefs":[{"apiVersion":"nop.crossplane.io/v1alpha1","kind":"NopResource","name":"`+nop.GetName()+`"}],"writeConnectionSecretToRef":{"namespace":"loom-system","name":"`+string(xr.GetUID())+`"}}}`)
+		rev := as(gvrXR, "", xr.GetName(), "loom-renderer", `{"spec":{"compositionRevisionRef":{"name":"widgets-pt-2"}}}`)
 		cond := func(status string) string {
 			return `{"status":{"conditions":[{"type":"ReferencesResolved","status":"` + status + `","reason":"R","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
 		}
-		unresolved := as("loom-binder", cond("False"), "status")
-		resolved := as("loom-binder", cond("True"), "status")
+		unresolved := as(gvrXR, "", xr.GetName(), "loom-binder", cond("False"), "status")
+		resolved := as(gvrXR, "", xr.GetName(), "loom-binder", cond("True"), "status")
 		xm := c.patch(t, gvrXR, "", xr.GetName(), `{"metadata":{"annotations":{"step":"renderer-spec"}}}`)
 		rec.expect(t, from,
 			want{service: route.Secrets, object: xr.GetUID(), target: xr.GetUID(), rv: refs.GetResourceVersion()},
