@@ -121,6 +121,7 @@ type flags struct {
 	secrets         connection.Config
 	memoSize        int
 	firstStatusWait time.Duration
+	unobservedWait  time.Duration
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -130,6 +131,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"XRs whose last watch requests and function results this replica remembers; beyond it the least recently rendered are checked again (env LOOM_RENDERER_MEMO_SIZE)")
 	fs.DurationVar(&f.firstStatusWait, "first-status-wait", service.EnvDuration("LOOM_RENDERER_FIRST_STATUS_WAIT", composite.DefaultFirstStatusWait),
 		"how long after its creation a composite resource's first status may wait for the composite resource to be Ready, so that it is written once; 0 writes it at once (env LOOM_RENDERER_FIRST_STATUS_WAIT)")
+	fs.DurationVar(&f.unobservedWait, "unobserved-wait", service.EnvDuration("LOOM_RENDERER_UNOBSERVED_WAIT", composite.DefaultUnobservedWait),
+		"how long after its composed resources' creation a composite resource's first status may wait, beyond --first-status-wait, while one of them that is not Ready has no status yet (its provider has not looked at it); 0: no longer than --first-status-wait (env LOOM_RENDERER_UNOBSERVED_WAIT)")
 	fs.DurationVar(&f.handlerTimeout, "handler-timeout", service.EnvDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
 		"longest one render may take, function pipeline included (env LOOM_RENDERER_HANDLER_TIMEOUT)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
@@ -211,7 +214,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		fn.WithCredentialFetcher(secrets))
 	store := revision.NewStore(client, f.revisionTTL)
 	copts := []composite.Option{
-		composite.WithMemoSize(f.memoSize), composite.WithFirstStatusWait(f.firstStatusWait),
+		composite.WithMemoSize(f.memoSize), composite.WithFirstStatusWait(f.firstStatusWait), composite.WithUnobservedWait(f.unobservedWait),
 		composite.WithPipeline(exec), composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithSecrets(secrets),
 		composite.WithRecorder(rec), composite.WithLogger(rt.Log),
 		composite.WithImpersonation(func(user string) (composite.Client, error) {

@@ -229,8 +229,16 @@ func TestStatusWait(t *testing.T) {
 		return u
 	}
 	unready := &rendered{resources: []composed{{name: "a"}}}
+	// created is a composed resource its provider has reported on (not
+	// Ready); unobserved one it has not looked at yet.
 	created := func(age time.Duration) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
+		u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
+			"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}}}}}
+		u.SetCreationTimestamp(metav1.NewTime(now.Add(-age)))
+		return u
+	}
+	unobserved := func(age time.Duration) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
 		u.SetCreationTimestamp(metav1.NewTime(now.Add(-age)))
 		return u
 	}
@@ -239,6 +247,7 @@ func TestStatusWait(t *testing.T) {
 		xr     *unstructured.Unstructured
 		out    *rendered
 		err    error
+		opts   []Option
 		want   time.Duration
 	}{
 		"NewUnready": {
@@ -271,10 +280,29 @@ func TestStatusWait(t *testing.T) {
 			reason: "A failed render says so at once.",
 			xr:     xr(time.Second), out: unready, err: errors.New("boom"),
 		},
+		"Unobserved": {
+			reason: "A resource its provider has not looked at yet (no status) extends the wait to the unobserved wait: \"Creating\" would say nothing its first status does not.",
+			xr:     xr(time.Minute), out: &rendered{resources: []composed{{name: "a", observed: unobserved(10 * time.Second)}, {name: "b", observed: created(10 * time.Second)}}},
+			want: DefaultUnobservedWait - 10*time.Second,
+		},
+		"UnobservedLongAgo": {
+			reason: "The unobserved wait ends too: a provider that never answers shows.",
+			xr:     xr(time.Minute), out: &rendered{resources: []composed{{name: "a", observed: unobserved(DefaultUnobservedWait)}}},
+		},
+		"UnobservedReady": {
+			reason: "A Ready resource without a status (a readiness check of None, say) does not extend the wait.",
+			xr:     xr(time.Minute), out: &rendered{resources: []composed{{name: "a", ready: true, observed: unobserved(10 * time.Second)}, {name: "b", observed: created(10 * time.Second)}}},
+		},
+		"UnobservedWaitOff": {
+			reason: "Without an unobserved wait, the first status wait alone counts.",
+			xr:     xr(time.Minute), out: &rendered{resources: []composed{{name: "a", observed: unobserved(time.Second)}}},
+			opts: []Option{WithUnobservedWait(0)},
+			want: DefaultFirstStatusWait - time.Second,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := NewReconciler(nil, nil, nil, WithClock(func() time.Time { return now }))
+			r := NewReconciler(nil, nil, nil, append([]Option{WithClock(func() time.Time { return now })}, tc.opts...)...)
 			got := r.statusWait(&state{xr: tc.xr}, tc.out, tc.err)
 			if got < 0 {
 				got = 0

@@ -177,6 +177,7 @@ type Reconciler struct {
 	memo *memo
 
 	firstStatusWait time.Duration
+	unobservedWait  time.Duration
 	now             func() time.Time
 }
 
@@ -246,6 +247,25 @@ func WithFirstStatusWait(d time.Duration) Option {
 	return func(rc *Reconciler) { rc.firstStatusWait = d }
 }
 
+// DefaultUnobservedWait is how long, by default, an XR's first status may
+// wait while a composed resource has no status yet (see
+// WithUnobservedWait).
+const DefaultUnobservedWait = 30 * time.Second
+
+// WithUnobservedWait sets how long after the newest composed resource's
+// creation an XR's first status may wait, beyond the first status wait,
+// while a composed resource that is not Ready has no status at all (default
+// DefaultUnobservedWait; at most the first status wait when shorter): its
+// provider has not looked at it yet, and "Creating" would tell a user
+// nothing the resource's next change does not (it waits in the provider's
+// queue, which a burst of claims makes longer than the first status wait).
+// A resource whose provider reports progress (a status that says not Ready)
+// ends this part of the wait. Zero or negative: no wait beyond the first
+// status wait.
+func WithUnobservedWait(d time.Duration) Option {
+	return func(rc *Reconciler) { rc.unobservedWait = d }
+}
+
 // WithClock sets the clock that measures the first status wait (default
 // time.Now).
 func WithClock(now func() time.Time) Option { return func(rc *Reconciler) { rc.now = now } }
@@ -253,7 +273,7 @@ func WithClock(now func() time.Time) Option { return func(rc *Reconciler) { rc.n
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, revs Revisions, o ...Option) *Reconciler {
 	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(DefaultMemoSize),
-		firstStatusWait: DefaultFirstStatusWait, now: time.Now}
+		firstStatusWait: DefaultFirstStatusWait, unobservedWait: DefaultUnobservedWait, now: time.Now}
 	for _, fn := range o {
 		fn(r)
 	}

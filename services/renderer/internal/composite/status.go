@@ -122,17 +122,19 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 }
 
 // statusWait returns how much longer the XR's first status waits for the
-// XR to be Ready (see WithFirstStatusWait), or zero when the status is
-// written now: the render failed or watches resources, the XR is Ready or
-// has had a Ready condition, or the wait is over. The wait counts from the
-// newest of the XR's and its composed resources' creation: an XR whose
-// first render came late (it waited in a backlog) gives the resources that
-// render creates the same time to turn Ready as any other.
+// XR to be Ready (see WithFirstStatusWait and WithUnobservedWait), or zero
+// when the status is written now: the render failed or watches resources,
+// the XR is Ready or has had a Ready condition, or the wait is over. The
+// wait counts from the newest of the XR's and its composed resources'
+// creation: an XR whose first render came late (it waited in a backlog)
+// gives the resources that render creates the same time to turn Ready as
+// any other.
 func (r *Reconciler) statusWait(st *state, out *rendered, err error) time.Duration {
 	if r.firstStatusWait <= 0 || !firstUnready(st, out, err) {
 		return 0
 	}
 	since := st.xr.GetCreationTimestamp().Time
+	unobserved := false
 	for _, c := range out.resources {
 		if c.observed == nil {
 			continue
@@ -140,8 +142,22 @@ func (r *Reconciler) statusWait(st *state, out *rendered, err error) time.Durati
 		if t := c.observed.GetCreationTimestamp().Time; t.After(since) {
 			since = t
 		}
+		if !c.ready && !hasStatus(c.observed) {
+			unobserved = true
+		}
 	}
-	return r.firstStatusWait - r.now().Sub(since)
+	wait := r.firstStatusWait
+	if unobserved {
+		wait = max(wait, r.unobservedWait)
+	}
+	return wait - r.now().Sub(since)
+}
+
+// hasStatus reports whether a composed resource has a status: its provider
+// has looked at it.
+func hasStatus(u *unstructured.Unstructured) bool {
+	s, _ := u.Object["status"].(map[string]any)
+	return len(s) > 0
 }
 
 // firstUnready reports whether a render that succeeded would give the XR
