@@ -2,6 +2,7 @@ package composite
 
 import (
 	"context"
+	"log/slog"
 	"fmt"
 	"slices"
 	"strings"
@@ -111,6 +112,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 	if aerr != nil {
 		return fmt.Errorf("cannot apply status of %s %q: %w", xr.GetKind(), xr.GetName(), aerr)
 	}
+	if r.log.Enabled(ctx, slog.LevelDebug) {
+		ready := readyCondition(out)
+		r.log.Debug("Wrote composite resource status", "kind", xr.GetKind(), "name", xr.GetName(),
+			"ready", ready.Status, "reason", ready.Reason, "message", ready.Message, "first", !hadReady(xr), "error", err)
+	}
 	if becameReady(observed, want) {
 		telemetry.ObserveCompositeReady(ctx, xr.GetKind(), xr.GetCreationTimestamp().Time)
 	}
@@ -163,8 +169,13 @@ func hasStatus(u *unstructured.Unstructured) bool {
 // firstUnready reports whether a render that succeeded would give the XR
 // its first Ready condition, and say that the XR is not Ready.
 func firstUnready(st *state, out *rendered, err error) bool {
-	_, had := condition.Find(condition.Observed(st.xr), common.TypeReady)
-	return !had && unready(out, err)
+	return !hadReady(st.xr) && unready(out, err)
+}
+
+// hadReady reports whether xr has a Ready condition.
+func hadReady(xr *unstructured.Unstructured) bool {
+	_, had := condition.Find(condition.Observed(xr), common.TypeReady)
+	return had
 }
 
 // stillUnready reports whether a render that succeeded would say that the
