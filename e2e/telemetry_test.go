@@ -279,7 +279,7 @@ func testClaimTrace(t *testing.T, recv *otlpReceiver, uid string) {
 			}
 		}
 		for _, want := range []struct{ service, prefix string }{
-			{"binder", "k8s apply xtracedbs"}, // the binder creates the XR by server-side apply
+			{"binder", "k8s create xtracedbs"}, // the binder creates the XR (name-then-create)
 			{"renderer", "k8s apply nopresources"},
 			{"renderer", "k8s apply xtracedbs/status"},
 			{"secrets", "k8s "},
