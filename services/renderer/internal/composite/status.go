@@ -2,8 +2,8 @@ package composite
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 )
 
 // AnnotationPropagated is kept on cached XRs and claims: a digest of what
@@ -24,10 +26,6 @@ var propagatedFields = []string{ //nolint:gochecknoglobals // Treated as a const
 	"compositionRef", "compositionRevisionRef", "compositionRevisionSelector",
 }
 
-// annotationExternalName is the external name, which the binder copies from
-// an XR back to its claim.
-const annotationExternalName = "crossplane.io/external-name"
-
 // propagatedSummary returns the AnnotationPropagated value of an XR or a
 // claim. An object that was cached already (it has the annotation) keeps its
 // value: the cached shape keeps only some of the fields.
@@ -40,10 +38,8 @@ func propagatedSummary(u *unstructured.Unstructured) string {
 	for _, k := range propagatedFields {
 		hashValue(h, spec[k])
 	}
-	if en, ok := u.GetAnnotations()[annotationExternalName]; ok {
-		hashValue(h, en)
-	} else {
-		hashValue(h, nil)
-	}
+	// The binder copies a non-empty external name only: none and an
+	// empty one are the same to it.
+	hashValue(h, u.GetAnnotations()[xv1.AnnotationExternalName])
 	return strconv.FormatUint(h.Sum64(), 16)
 }
