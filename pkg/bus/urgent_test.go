@@ -168,7 +168,14 @@ func TestUrgentLaneUpgradesWaitingTarget(t *testing.T) {
 		return true
 	})
 	publishAll(t, p, event(late, 1))
-	poll.True(t, arrival, "the late request waiting", func() bool { return h.delivered(t, bus.Renderer, late, false) })
+	// Waiting in the worker's scheduler, not only delivered to it: the
+	// lanes' consumers hand their messages over concurrently, so a request
+	// only delivered may still reach the scheduler after the urgent one
+	// published next, as a target of its own.
+	poll.True(t, arrival, "the late request waiting", func() bool {
+		_, other := r.w.Waiting()
+		return h.delivered(t, bus.Renderer, late, false) && other == len(others)+1
+	})
 	publishAll(t, p, urgent(event(late, 2)))
 	poll.True(t, arrival, "the late request's wait made urgent", func() bool { u, _ := r.w.Waiting(); return u == 1 })
 	close(b.release)
