@@ -103,8 +103,13 @@ var (
 		ShapeClaim:    {"spec": {"resourceRef": nil}},
 		ShapeRevision: {"spec": {"mode": nil}},
 		ShapeRule: {"spec": {
-			"for":        {"apiVersion": nil, "kind": nil},
-			"references": {"target": {"apiVersion": nil, "kind": nil}},
+			"for": {"apiVersion": nil, "kind": nil},
+			"references": {
+				"target":         {"apiVersion": nil, "kind": nil},
+				"referenceField": nil,
+				"selectorField":  nil,
+				"waitFor":        {"conditionType": nil},
+			},
 		}},
 	}
 )

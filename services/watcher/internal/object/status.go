@@ -149,6 +149,14 @@ func NotReady(annotations map[string]string) bool {
 	return ready != "True"
 }
 
+// Unresolved reports, from the annotations of a cached XR, whether its
+// ReferencesResolved condition is there and not True (a reference waits or
+// failed); false when the XR's status summary is unknown.
+func Unresolved(annotations map[string]string) bool {
+	parts := strings.Split(annotations[AnnotationStatus], "/")
+	return len(parts) == 5 && parts[4] != ""
+}
+
 // StatusChanges returns the parts of an XR's status that differ between two
 // cached versions; StatusAll when either has no summary.
 func StatusChanges(old, cur Meta) StatusChange {

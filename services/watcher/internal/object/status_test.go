@@ -271,3 +271,28 @@ func TestNotReady(t *testing.T) {
 		})
 	}
 }
+
+func TestUnresolved(t *testing.T) {
+	xr := func(conds string) map[string]string {
+		u := parse(t, "apiVersion: example.org/v1\nkind: XDatabase\nmetadata: {name: x}\nstatus: {conditions: "+conds+"}\n")
+		return map[string]string{AnnotationStatus: statusSummary(u)}
+	}
+	cases := map[string]struct {
+		reason      string
+		annotations map[string]string
+		want        bool
+	}{
+		"Unknown":  {reason: "Without a status summary it is not known.", annotations: nil},
+		"Old":      {reason: "A summary of four parts (an older watcher's) says nothing of references.", annotations: map[string]string{AnnotationStatus: "True/1/2/3"}},
+		"None":     {reason: "An XR without the condition has no reference waiting.", annotations: xr(`[{type: Ready, status: "True"}]`)},
+		"Resolved": {reason: "ReferencesResolved True says they resolved.", annotations: xr(`[{type: ReferencesResolved, status: "True"}]`)},
+		"Waiting":  {reason: "ReferencesResolved False says one waits.", annotations: xr(`[{type: ReferencesResolved, status: "False"}]`), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Unresolved(tc.annotations); got != tc.want {
+				t.Errorf("%s\nUnresolved(): got %t, want %t", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

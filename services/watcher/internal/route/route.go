@@ -32,7 +32,12 @@
 // (**) Only where a ReferenceRule names the composed resource's kind (or,
 // for an XR, one of the kinds its resourceRefs name), as the kind whose
 // references it resolves or as a target: the binder reconciles an XR only
-// to resolve references among its composed resources. A rule made later
+// to resolve references among its composed resources. And for a composed
+// resource, only for a change after which a rule can do something with it
+// (Object.ReferenceIdle): one holding a reference or selector of a rule, or
+// a target showing the condition its rules wait for (or without waitFor).
+// So a target's creation and its status changes before it turns Ready wake
+// no binder. A rule made later
 // reaches the XRs it concerns through the binder's fan-out of the rule.
 // Platforms moved from Crossplane have no ReferenceRules at all, and their
 // composed resources' changes then never wake the binder.
@@ -199,6 +204,12 @@ type Object struct {
 	StatusFieldsChanged bool
 	// ComposedKinds are, for an XR, the kinds its spec.resourceRefs name.
 	ComposedKinds []schema.GroupKind
+	// ReferenceIdle is true for a composed resource (not an XR) that no
+	// ReferenceRule can do anything with as it is now
+	// (object.ReferenceIdle): it holds no reference or selector to
+	// resolve, and as a target it does not show the condition the rules
+	// wait for. Never set for a deletion.
+	ReferenceIdle bool
 }
 
 // fieldManagers are the field managers of the services' writes.
@@ -256,6 +267,10 @@ type Lookup interface {
 	// its XR to the cached claim of the given group, kind, namespace and
 	// name (object.AnnotationPropagated); empty when that is not known.
 	ClaimPropagated(gk schema.GroupKind, namespace, name string) string
+	// Unresolved reports whether the cached XR with the given UID is
+	// known to show ReferencesResolved not True (a reference waits or
+	// failed); false when that is not known.
+	Unresolved(uid types.UID) bool
 	// Referenced reports whether a ReferenceRule names kind gk, as the
 	// kind whose references it resolves (spec.for) or as a target, or
 	// whether that is not known (the rules are not listed yet).
@@ -394,9 +409,17 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 	if roles.Has(RoleComposed) && o.Controller != nil && hasLabel(o.Labels, object.LabelComposite) {
 		xr := controllerTarget(o, l)
 		// The binder hears of a composed resource only where a
-		// ReferenceRule names its kind (see the XR's case above).
+		// ReferenceRule names its kind (see the XR's case above), and
+		// only of a change after which a rule can do something with it:
+		// a target that does not show the condition its rules wait for
+		// cannot resolve a reference yet (the change that shows it
+		// comes), nor can a resource of a rule's kind that holds no
+		// reference or selector. (But a creation while the XR says a
+		// reference waits: it may wait for no target to match, which
+		// the new one may, and the condition then says what it waits
+		// for now.)
 		readers := []string{Secrets}
-		if l.Referenced(o.GVK.GroupKind()) {
+		if l.Referenced(o.GVK.GroupKind()) && (!o.ReferenceIdle || o.Created && l.Unresolved(o.Controller.UID)) {
 			readers = append(readers, Binder)
 		}
 		// The readers other than the secrets service, for changes that

@@ -26,6 +26,8 @@ type caches struct {
 	// unreferenced are the kinds no ReferenceRule names; every other
 	// kind is referenced.
 	unreferenced map[schema.GroupKind]bool
+	// unresolved are the XRs known to show ReferencesResolved not True.
+	unresolved map[types.UID]bool
 	// propagated are the claims' summaries of what the binder copied from
 	// their XRs (object.AnnotationPropagated), by claim UID.
 	propagated map[types.UID]string
@@ -55,6 +57,8 @@ func (c caches) ReadsStatus(uid types.UID) bool { return !c.statusBlind[uid] }
 func (c caches) NotReady(uid types.UID) bool { return c.notReady[uid] }
 
 func (c caches) Referenced(gk schema.GroupKind) bool { return !c.unreferenced[gk] }
+
+func (c caches) Unresolved(uid types.UID) bool { return c.unresolved[uid] }
 
 var (
 	gvkXRD      = object.KindXRD
@@ -469,6 +473,44 @@ func TestRoute(t *testing.T) {
 			reason: "A change of a claim's status alone goes nowhere: the binder wrote it.",
 			o:      with(obj(gvkClaim, claim.Namespace, claim.Name, claim.UID), func(o *Object) { o.StatusOnly = true }),
 			roles:  RoleClaim,
+		},
+		"ComposedReferenceIdleCreated": {
+			reason: "The creation of a composed resource that no ReferenceRule can do anything with yet (a target not Ready, holding no reference) is no news to the binder.",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"loom-renderer"}
+				o.Created = true
+				o.ReferenceIdle = true
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedReferenceIdleCreatedWhileUnresolved": {
+			reason: "But such a creation reaches the binder while the XR says a reference waits: it may have waited for no target to match.",
+			o: with(obj(gvkNop, "", "res-xr-network", "nop3-uid"), func(o *Object) {
+				o.Labels = map[string]string{object.LabelComposite: resXR.Name}
+				o.Controller = controller("example.org/v1alpha1", "XDatabase", resXR.Name, resXR.UID)
+				o.Writers = []string{"loom-renderer"}
+				o.Created = true
+				o.ReferenceIdle = true
+			}),
+			roles: RoleComposed,
+			l:     func() caches { c := lookup; c.unresolved = map[types.UID]bool{resXR.UID: true}; return c }(),
+			want: []Delivery{
+				{Service: Binder, Target: resXR, Reason: "composed resource changed"},
+				{Service: Secrets, Target: resXR, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedReferenceIdleStatus": {
+			reason: "Nor is a change of its status after which it still does not show what the rules wait for.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true; o.ReferenceIdle = true }),
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
 		},
 		"ComposedByRenderer": {
 			reason: "A composed resource the renderer alone wrote (its own apply) does not go back to the renderer.",

@@ -80,7 +80,8 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	w.observe(s, roles, typ, m, obj)
 
 	// The mirror first: a worker that hears of the change must find it there.
-	if !w.writeMirror(s, typ, m) {
+	full, ok := w.writeMirror(s, typ, m)
+	if !ok {
 		return
 	}
 	if !publish || !w.live.Load() {
@@ -88,6 +89,12 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	}
 	w.crashIfArmed(m)
 	o := routeObject(m, roles, obj)
+	if roles&route.RoleComposed != 0 && roles&route.RoleXR == 0 && full != nil {
+		// The informer caches composed resources trimmed; the full
+		// object the mirror holds tells whether a ReferenceRule can do
+		// anything with it.
+		o.ReferenceIdle = lookup{w}.referenceIdle(full)
+	}
 	if old != nil {
 		o.Writers = object.Writers(*old, m)
 		o.Created = old.UID == ""
@@ -507,6 +514,18 @@ func (l lookup) NotReady(uid types.UID) bool {
 	return object.NotReady(m.GetAnnotations())
 }
 
+func (l lookup) Unresolved(uid types.UID) bool {
+	_, obj, ok := l.xr(uid)
+	if !ok {
+		return false
+	}
+	m, err := metaAccessor(obj)
+	if err != nil {
+		return false
+	}
+	return object.Unresolved(m.GetAnnotations())
+}
+
 func (l lookup) ReadsStatus(uid types.UID) bool {
 	c := l.composition(uid)
 	return c == nil || object.ReadsStatus(c)
@@ -565,6 +584,23 @@ func (l lookup) Referenced(gk schema.GroupKind) bool {
 		}
 	}
 	return false
+}
+
+// referenceIdle answers object.ReferenceIdle for a composed resource from
+// the cached ReferenceRules; false while they are not known.
+func (l lookup) referenceIdle(u *unstructured.Unstructured) bool {
+	sources := l.sourcesWith(route.RoleReferenceRule)
+	if len(sources) == 0 {
+		return false
+	}
+	var rules []any
+	for _, s := range sources {
+		if !s.informer.HasSynced() {
+			return false
+		}
+		rules = append(rules, s.informer.GetStore().List()...)
+	}
+	return object.ReferenceIdle(rules, u)
 }
 
 func (l lookup) Requesters(m object.Meta) []types.UID {

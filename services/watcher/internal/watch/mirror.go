@@ -136,11 +136,13 @@ func (s *source) failing(uid types.UID) bool {
 // reports whether events that name m may be published: not when the write
 // failed, so that no worker is told of a version the mirror does not hold.
 // A failure is counted and asks for a resync, which writes the object again
-// and then publishes it.
-func (w *Watcher) writeMirror(s *source, typ eventsv1.EventType, m object.Meta) bool {
+// and then publishes it. It also returns the full object it wrote (nil for
+// a deletion or a source that does not mirror), which routing may read.
+func (w *Watcher) writeMirror(s *source, typ eventsv1.EventType, m object.Meta) (*unstructured.Unstructured, bool) {
 	if !s.spec.full {
-		return true
+		return nil, true
 	}
+	var full *unstructured.Unstructured
 	ctx := w.ctx
 	s.mirror.writeMu.Lock()
 	var err error
@@ -149,7 +151,7 @@ func (w *Watcher) writeMirror(s *source, typ eventsv1.EventType, m object.Meta) 
 		s.setFailed(m.UID, nil, nil)
 		err = w.mirror.Delete(ctx, m.GVK.GroupKind(), m.Namespace, m.Name)
 	} else {
-		full := s.takeFull(m.UID, m.ResourceVersion)
+		full = s.takeFull(m.UID, m.ResourceVersion)
 		if full == nil {
 			err = errNoFull
 		} else {
@@ -160,16 +162,16 @@ func (w *Watcher) writeMirror(s *source, typ eventsv1.EventType, m object.Meta) 
 	}
 	s.mirror.writeMu.Unlock()
 	if err == nil {
-		return true
+		return full, true
 	}
 	if ctx.Err() != nil {
-		return false
+		return nil, false
 	}
 	w.withheld.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("k8s.kind", m.GVK.Kind)))
 	w.log.Warn("cannot write object to the mirror; its events wait for the next resync", "kind", m.GVK.String(),
 		"object", keyOf(m.Namespace, m.Name), "resourceVersion", m.ResourceVersion, "err", err)
 	w.requestResync()
-	return false
+	return nil, false
 }
 
 // resyncMirror writes again the objects whose last write failed (those still

@@ -153,6 +153,72 @@ spec: {forProvider: {}}
 		)
 	})
 
+	t.Run("ReferenceTargetsWaitForReady", func(t *testing.T) {
+		// A ReferenceRule whose references wait for their target to be
+		// Ready: a target's creation and its status before it turns
+		// Ready cannot resolve a reference, and do not reach the binder;
+		// the creation of a resource holding a selector and the target's
+		// turn to Ready do.
+		from := pub.len()
+		rule := c.create(t, gvrRule, `
+apiVersion: loom.dev/v1alpha1
+kind: ReferenceRule
+metadata: {name: nops-wait}
+spec:
+  for: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+  references:
+  - valueField: spec.forProvider.fields.network
+    referenceField: spec.forProvider.fields.networkRef
+    selectorField: spec.forProvider.fields.networkSelector
+    target: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+    fromFieldPath: status.atProvider.fields.selfLink
+    waitFor: {conditionType: Ready}
+`)
+		defer c.delete(t, gvrRule, "", rule.GetName())
+		pub.expect(t, from, want{service: route.Binder, object: rule.GetUID(), target: rule.GetUID()})
+
+		xr := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w8-abcde}, spec: {resourceRefs: [{apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w8-abcde-network}, {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w8-abcde-database}]}}`)
+		composed := `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: w8-abcde-%s
+  labels: {crossplane.io/composite: w8-abcde}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w8-abcde, uid: %s, controller: true}]
+spec: {forProvider: {fields: %s}}
+`
+		from = pub.len()
+		network := c.create(t, gvrNop, fmt.Sprintf(composed, "network", xr.GetUID(), `{}`))
+		database := c.create(t, gvrNop, fmt.Sprintf(composed, "database", xr.GetUID(), `{networkSelector: {matchControllerRef: true}}`))
+		// One informer, in order: once the database's deliveries are
+		// there, the network's are too.
+		pub.expect(t, from,
+			want{service: route.Renderer, object: network.GetUID(), target: xr.GetUID()},
+			want{service: route.Renderer, object: database.GetUID(), target: xr.GetUID()},
+			want{service: route.Binder, object: database.GetUID(), target: xr.GetUID(), rv: database.GetResourceVersion()},
+		)
+		setReady := func(status string) *unstructured.Unstructured {
+			t.Helper()
+			patch := `{"status":{"atProvider":{"fields":{"selfLink":"networks/n1"}},"conditions":[{"type":"Ready","status":"` + status + `","reason":"Test","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+			out, err := c.resource(gvrNop, "").Patch(t.Context(), network.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+			if err != nil {
+				t.Fatalf("cannot set the status of %s: %v", network.GetName(), err)
+			}
+			return out
+		}
+		unready := setReady("False")
+		ready := setReady("True")
+		pub.expect(t, from,
+			want{service: route.Renderer, object: network.GetUID(), target: xr.GetUID(), rv: unready.GetResourceVersion()},
+			want{service: route.Binder, object: network.GetUID(), target: xr.GetUID(), rv: ready.GetResourceVersion()},
+		)
+		for _, p := range pub.since(from) {
+			if p.service == route.Binder && types.UID(p.ev.GetObject().GetUid()) == network.GetUID() && p.ev.GetResourceVersion() != ready.GetResourceVersion() {
+				t.Errorf("a change of a reference target that does not show Ready reached the binder:\n%s", dump([]published{p}))
+			}
+		}
+	})
+
 	t.Run("ResyncPurgesWhatVanishedMeanwhile", func(t *testing.T) {
 		from := pub.len()
 		claim := c.create(t, gvrClaim, fmt.Sprintf(claimYAML, "w2"))
