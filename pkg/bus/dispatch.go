@@ -116,8 +116,11 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 	}
 	pm := &pending{msg: msg, seq: meta.Sequence.Stream, at: time.Now()}
 	delivery := int(meta.NumDelivered) //nolint:gosec // A delivery count never exceeds an int.
-	if nb := notBefore(msg.Headers()); !nb.IsZero() {
-		if wait := time.Until(nb); wait > 0 {
+	nb := notBefore(msg.Headers())
+	wait := time.Until(nb)
+	l.arrived(msg.Subject(), pm.seq, nb.IsZero() || wait <= 0)
+	if !nb.IsZero() {
+		if wait > 0 {
 			_ = msg.NakWithDelay(wait)
 			return
 		}

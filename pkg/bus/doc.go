@@ -180,6 +180,10 @@
 //     last sequence, so that it never replaces a newer event), and the
 //     original is acked. The copy starts at delivery 1: requeues never count
 //     towards MaxDeliver. A copy delivered early is Nak'd until its time.
+//     No copy is published where one this lease published in another lane
+//     of the target is still in the stream and comes back no later (within
+//     a tenth of the delay, at most a second): a handler that waits for one
+//     deadline whatever lane's event it handles keeps one timer.
 //   - error: NakWithDelay with exponential backoff (cenkalti/backoff, from the
 //     delivery count), until delivery MaxDeliver, then dead-letter and Term.
 //   - reconcile.Terminal(err): dead-letter and Term at once.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -88,9 +89,18 @@ func (l *lease) backoff(delivery int) (time.Duration, bool) {
 // requeue asks for the target to be handled again after delay: it publishes
 // a copy of the event, stamped not-before, in place of the original (which is
 // then acknowledged), unless a newer event for the target has arrived
-// meanwhile. A copy starts again at delivery 1, so requeues never count
-// towards MaxDeliver.
+// meanwhile, or a copy this lease published in another lane of the target
+// is still there and comes back no later (a render that waits for the same
+// deadline from each lane's event needs one timer, not one per lane). A copy
+// starts again at delivery 1, so requeues never count towards MaxDeliver.
 func (l *lease) requeue(pm *pending, delay time.Duration) {
+	at := time.Now().Add(delay)
+	// A copy due a little later still does: the handler computed the same
+	// deadline for both, each run a moment after its settling began.
+	if l.timerBy(pm.msg.Subject(), at.Add(min(delay/10, time.Second))) {
+		_ = pm.msg.Ack()
+		return
+	}
 	cp := nats.NewMsg(pm.msg.Subject())
 	cp.Data = pm.msg.Data()
 	for k, v := range pm.msg.Headers() {
@@ -98,13 +108,16 @@ func (l *lease) requeue(pm *pending, delay time.Duration) {
 			cp.Header[k] = v
 		}
 	}
-	cp.Header.Set(HeaderNotBefore, strconv.FormatInt(time.Now().Add(delay).UnixNano(), 10))
+	cp.Header.Set(HeaderNotBefore, strconv.FormatInt(at.UnixNano(), 10))
 	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 	defer cancel()
-	_, err := l.w.js.PublishMsg(ctx, cp, jetstream.WithExpectLastSequencePerSubject(pm.seq))
+	ack, err := l.w.js.PublishMsg(ctx, cp, jetstream.WithExpectLastSequencePerSubject(pm.seq))
 	var jsErr jetstream.JetStreamError
 	switch {
 	case err == nil:
+		l.mu.Lock()
+		l.timers[cp.Subject] = timer{seq: ack.Sequence, at: at}
+		l.mu.Unlock()
 		_ = pm.msg.Ack()
 	case errors.As(err, &jsErr) && jsErr.APIError() != nil &&
 		(jsErr.APIError().ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
@@ -114,6 +127,34 @@ func (l *lease) requeue(pm *pending, delay time.Duration) {
 	default:
 		// Fall back to a delayed redelivery, which counts as a delivery.
 		_ = pm.msg.NakWithDelay(delay)
+	}
+}
+
+// timerBy reports whether a requeue copy this lease published for the
+// target of a work subject, in any of its lanes, is still in the stream and
+// comes back by at.
+func (l *lease) timerBy(subject string, at time.Time) bool {
+	base := strings.TrimSuffix(strings.TrimSuffix(subject, "."+urgentToken), "."+resyncToken)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken} {
+		if t, ok := l.timers[s]; ok && !t.at.After(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// arrived forgets the requeue copy of a subject once a message of that
+// subject arrives that replaced it in the stream (a newer one: the stream
+// keeps one message per subject) or that is the copy come back at its time.
+// A copy replaced by a message this lease has not received yet still counts
+// as there: that message, once handled, requeues anew if it must.
+func (l *lease) arrived(subject string, seq uint64, due bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.timers[subject]; ok && (seq > t.seq || seq == t.seq && due) {
+		delete(l.timers, subject)
 	}
 }
 

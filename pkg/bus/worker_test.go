@@ -535,6 +535,72 @@ func TestRequeue(t *testing.T) {
 	}
 }
 
+// A handler that waits for the same deadline whichever lane's event it
+// handles needs one timer: a requeue from the urgent lane, while the copy
+// a run of the normal lane requeued is still in the stream and comes back
+// no later, publishes no second copy; the one copy brings the target back.
+func TestRequeueOneTimerPerTarget(t *testing.T) {
+	h := newHarness(t, testConfig())
+	const wait = 1500 * time.Millisecond
+	var (
+		mu       sync.Mutex
+		deadline time.Time
+		calls    int
+		urgents  int
+	)
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if r.Event.GetUrgent() {
+			urgents++
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(wait)
+		}
+		if d := time.Until(deadline); d > 0 {
+			return bus.Result{RequeueAfter: d}, nil
+		}
+		return bus.Result{}, nil
+	}))
+	pub := h.publisher()
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls, urgents
+	}
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(3), 1)); err != nil {
+		t.Fatal(err)
+	}
+	// The first run's copy replaced its event in the stream.
+	poll.True(t, 10*time.Second, "the first run's copy", func() bool {
+		s, err := h.js.Stream(t.Context(), bus.StreamName(bus.Renderer))
+		if err != nil {
+			t.Fatalf("cannot read stream: %v", err)
+		}
+		m, err := s.GetLastMsgForSubject(t.Context(), bus.WorkSubject(bus.Renderer, h.cfg.Partitions, uid(3)))
+		return err == nil && m.Header.Get(bus.HeaderNotBefore) != ""
+	})
+	if err := pub.Publish(t.Context(), bus.Renderer, urgent(event(uid(3), 2))); err != nil {
+		t.Fatal(err)
+	}
+	// The urgent event is acked after its run, leaving the normal lane's
+	// copy alone in the stream (with a copy per lane there would be two).
+	poll.True(t, 10*time.Second, "the urgent run to leave one copy in the stream", func() bool {
+		c, u := counts()
+		return c == 2 && u == 1 && h.workPending(bus.Renderer) == 1
+	})
+	poll.True(t, 10*time.Second, "the copy to bring the target back past its deadline", func() bool {
+		c, _ := counts()
+		return c == 3 && h.workPending(bus.Renderer) == 0
+	})
+	// Nothing else comes back: the urgent lane has no copy of its own.
+	time.Sleep(wait)
+	if c, _ := counts(); c != 3 {
+		t.Errorf("%d runs; want 3 (the event, the urgent event, the one copy)", c)
+	}
+}
+
 // A handler that runs longer than AckWait is kept alive with InProgress and
 // handled once.
 func TestLongHandlerNotRedelivered(t *testing.T) {
