@@ -166,6 +166,7 @@ func Transform(s Shape) cache.TransformFunc {
 			}
 			if s&(ShapeComposition|ShapeRevision) != 0 {
 				ann = with(ann, AnnotationReadsStatus, readsStatus(o))
+				ann = with(ann, AnnotationDetailsFromStatus, detailsFromStatus(o))
 			}
 			if s&(ShapeXR|ShapeClaim) != 0 {
 				ann = with(ann, AnnotationPropagated, propagatedSummary(o))
@@ -288,7 +289,8 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 // on cached objects.
 func watcherAnnotation(k string) bool {
 	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady ||
-		k == AnnotationStatusFields || k == AnnotationReadsStatus || k == AnnotationPropagated
+		k == AnnotationStatusFields || k == AnnotationReadsStatus || k == AnnotationPropagated ||
+		k == AnnotationDetailsFromStatus
 }
 
 // with returns m with k set to v, creating m if it is nil.

@@ -179,10 +179,11 @@ metadata:
 			want := parse(t, tc.want)
 			in := parse(t, tc.in)
 			// The digest's, the status summary's, the status fields', the
-			// reading of the XR's status' and the binding summary's own
-			// behaviour are TestDigest's, TestStatusChanges',
-			// TestStatusFieldsChanged's, TestReadsStatus' and
-			// TestPropagated's business.
+			// reading of the XR's status', the connection details' reading
+			// of composed status and the binding summary's own behaviour
+			// are TestDigest's, TestStatusChanges', TestStatusFieldsChanged's,
+			// TestReadsStatus', TestDetailsFromStatus' and TestPropagated's
+			// business.
 			ann := digestAnnotations(in.GetAnnotations(), in.GetFinalizers())
 			if tc.shape&ShapeXR != 0 {
 				ann = with(ann, AnnotationStatus, statusSummary(in))
@@ -191,6 +192,7 @@ metadata:
 			}
 			if tc.shape&(ShapeComposition|ShapeRevision) != 0 {
 				ann = with(ann, AnnotationReadsStatus, readsStatus(in))
+				ann = with(ann, AnnotationDetailsFromStatus, detailsFromStatus(in))
 			}
 			if tc.shape&(ShapeXR|ShapeClaim) != 0 {
 				ann = with(ann, AnnotationPropagated, propagatedSummary(in))

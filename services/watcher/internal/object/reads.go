@@ -23,13 +23,25 @@ const AnnotationReadsStatus = "loom.dev/watcher-reads-status"
 // annotation and no spec.compositeTypeRef, which every Composition has and
 // the cached shape drops) keeps its value.
 func readsStatus(u *unstructured.Unstructured) string {
-	spec, _ := u.Object["spec"].(map[string]any)
-	if v, ok := u.GetAnnotations()[AnnotationReadsStatus]; ok {
-		if _, full := spec["compositeTypeRef"]; !full {
-			return v
-		}
+	if v, ok := cachedValue(u, AnnotationReadsStatus); ok {
+		return v
 	}
+	spec, _ := u.Object["spec"].(map[string]any)
 	return strconv.FormatBool(specReadsStatus(spec))
+}
+
+// cachedValue returns the value of a watcher annotation of a Composition or
+// CompositionRevision that was cached already: it has the annotation and
+// no spec.compositeTypeRef, which every Composition has and the cached
+// shape drops.
+func cachedValue(u *unstructured.Unstructured, annotation string) (string, bool) {
+	v, ok := u.GetAnnotations()[annotation]
+	if !ok {
+		return "", false
+	}
+	spec, _ := u.Object["spec"].(map[string]any)
+	_, full := spec["compositeTypeRef"]
+	return v, !full
 }
 
 func specReadsStatus(spec map[string]any) bool {

@@ -24,9 +24,12 @@
 //	crossplane.io/composite, with binder    the controlling XR (**)
 //	a controller reference)       secrets   the controlling XR, not for a
 //	                                        change of the status's
-//	                                        conditions alone, nor for a
-//	                                        creation while the XR is not
-//	                                        Ready
+//	                                        conditions alone, nor of the
+//	                                        status of a resource whose
+//	                                        template reads none of it
+//	                                        into connection details, nor
+//	                                        for a creation while the XR
+//	                                        is not Ready
 //	watched on request of XRs     renderer  each requesting XR
 //
 // (**) Only where a ReferenceRule names the composed resource's kind (or,
@@ -204,6 +207,10 @@ type Object struct {
 	StatusFieldsChanged bool
 	// ComposedKinds are, for an XR, the kinds its spec.resourceRefs name.
 	ComposedKinds []schema.GroupKind
+	// Template is, for a composed resource (not an XR), the name of the
+	// template it was composed from (its crossplane.io/composition-
+	// resource-name annotation); empty when not known.
+	Template string
 	// ReferenceIdle is true for a composed resource (not an XR) that no
 	// ReferenceRule can do anything with as it is now
 	// (object.ReferenceIdle): it holds no reference or selector to
@@ -267,6 +274,12 @@ type Lookup interface {
 	// its XR to the cached claim of the given group, kind, namespace and
 	// name (object.AnnotationPropagated); empty when that is not known.
 	ClaimPropagated(gk schema.GroupKind, namespace, name string) string
+	// DetailsFromStatus reports whether the connection details of what the
+	// cached XR with the given UID is composed with may read the status of
+	// a composed resource of the named template (a FromFieldPath detail
+	// under status; object.AnnotationDetailsFromStatus); true when that is
+	// not known.
+	DetailsFromStatus(uid types.UID, template string) bool
 	// Unresolved reports whether the cached XR with the given UID is
 	// known to show ReferencesResolved not True (a reference waits or
 	// failed); false when that is not known.
@@ -428,10 +441,12 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		// The secrets service reads a composed resource's status only
 		// through connection details of type FromFieldPath, never its
 		// conditions: a change of the conditions alone (a provider's
-		// Ready and Synced) is no news to it. (A nested XR's status is
-		// summarised otherwise, see the XR's case.)
+		// Ready and Synced) is no news to it, nor is any change of the
+		// status of a resource whose template has no such detail under
+		// status. (A nested XR's status is summarised otherwise, see
+		// the XR's case.)
 		statusReaders := readers
-		if !o.StatusFieldsChanged && !roles.Has(RoleXR) {
+		if (!o.StatusFieldsChanged || !l.DetailsFromStatus(o.Controller.UID, o.Template)) && !roles.Has(RoleXR) {
 			statusReaders = notSecrets
 		}
 		switch {

@@ -28,6 +28,10 @@ type caches struct {
 	unreferenced map[schema.GroupKind]bool
 	// unresolved are the XRs known to show ReferencesResolved not True.
 	unresolved map[types.UID]bool
+	// detailsBlind are "<XR UID>/<template>" of the templates whose
+	// composed resources' status no connection detail of the XR reads;
+	// every other may.
+	detailsBlind map[types.UID]bool
 	// propagated are the claims' summaries of what the binder copied from
 	// their XRs (object.AnnotationPropagated), by claim UID.
 	propagated map[types.UID]string
@@ -59,6 +63,10 @@ func (c caches) NotReady(uid types.UID) bool { return c.notReady[uid] }
 func (c caches) Referenced(gk schema.GroupKind) bool { return !c.unreferenced[gk] }
 
 func (c caches) Unresolved(uid types.UID) bool { return c.unresolved[uid] }
+
+func (c caches) DetailsFromStatus(uid types.UID, template string) bool {
+	return !c.detailsBlind[uid+"/"+types.UID(template)]
+}
 
 var (
 	gvkXRD      = object.KindXRD
@@ -501,6 +509,27 @@ func TestRoute(t *testing.T) {
 			want: []Delivery{
 				{Service: Binder, Target: resXR, Reason: "composed resource changed"},
 				{Service: Secrets, Target: resXR, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedStatusNoDetails": {
+			reason: "A change of the status of a composed resource whose template reads none of it into connection details is no news to the secrets service.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true; o.Template = "cache" }),
+			roles:  RoleComposed,
+			l:      func() caches { c := lookup; c.detailsBlind = map[types.UID]bool{xr.UID + "/cache": true}; return c }(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedStatusDetails": {
+			reason: "One of a template that reads it still is.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true; o.Template = "network" }),
+			roles:  RoleComposed,
+			l:      func() caches { c := lookup; c.detailsBlind = map[types.UID]bool{xr.UID + "/cache": true}; return c }(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
 			},
 		},
 		"ComposedReferenceIdleStatus": {

@@ -94,6 +94,7 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 		// object the mirror holds tells whether a ReferenceRule can do
 		// anything with it.
 		o.ReferenceIdle = lookup{w}.referenceIdle(full)
+		o.Template = full.GetAnnotations()[v1.AnnotationCompositionResourceName]
 	}
 	if old != nil {
 		o.Writers = object.Writers(*old, m)
@@ -512,6 +513,11 @@ func (l lookup) NotReady(uid types.UID) bool {
 		return false
 	}
 	return object.NotReady(m.GetAnnotations())
+}
+
+func (l lookup) DetailsFromStatus(uid types.UID, template string) bool {
+	c := l.composition(uid)
+	return c == nil || object.DetailsFromStatus(c, template)
 }
 
 func (l lookup) Unresolved(uid types.UID) bool {

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -215,6 +216,66 @@ spec: {forProvider: {fields: %s}}
 		for _, p := range pub.since(from) {
 			if p.service == route.Binder && types.UID(p.ev.GetObject().GetUid()) == network.GetUID() && p.ev.GetResourceVersion() != ready.GetResourceVersion() {
 				t.Errorf("a change of a reference target that does not show Ready reached the binder:\n%s", dump([]published{p}))
+			}
+		}
+	})
+
+	t.Run("StatusNoConnectionDetailReads", func(t *testing.T) {
+		// The secrets service reads a composed resource's status only
+		// into connection details of type FromFieldPath: a change of the
+		// status of a resource whose template has none (cache) does not
+		// reach it; one of a resource whose template has one (network)
+		// does.
+		from := pub.len()
+		comp := c.create(t, gvrComp, `
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: w7-details}
+spec:
+  compositeTypeRef: {apiVersion: watch.test.loom.dev/v1, kind: XWidget}
+  resources:
+  - name: network
+    base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+    connectionDetails: [{name: endpoint, type: FromFieldPath, fromFieldPath: status.atProvider.selfLink}]
+  - name: cache
+    base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+    connectionDetails: [{name: password, type: FromConnectionSecretKey, fromConnectionSecretKey: password}]
+`)
+		defer c.delete(t, gvrComp, "", comp.GetName())
+		pub.expect(t, from, want{service: route.Renderer, object: comp.GetUID(), target: comp.GetUID()})
+		xr := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w7-abcde}, spec: {compositionRef: {name: w7-details}, resourceRefs: [{apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w7-abcde-network}, {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w7-abcde-cache}]}}`)
+		composed := `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: w7-abcde-%s
+  labels: {crossplane.io/composite: w7-abcde}
+  annotations: {crossplane.io/composition-resource-name: %s}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w7-abcde, uid: %s, controller: true}]
+spec: {forProvider: {}}
+`
+		from = pub.len()
+		network := c.create(t, gvrNop, fmt.Sprintf(composed, "network", "network", xr.GetUID()))
+		cache := c.create(t, gvrNop, fmt.Sprintf(composed, "cache", "cache", xr.GetUID()))
+		pub.expect(t, from, want{service: route.Renderer, object: cache.GetUID(), target: xr.GetUID()})
+		setStatus := func(name string) *unstructured.Unstructured {
+			t.Helper()
+			out, err := c.resource(gvrNop, "").Patch(t.Context(), name, types.MergePatchType, []byte(`{"status":{"atProvider":{"selfLink":"`+rand.Text()+`"}}}`), metav1.PatchOptions{}, "status")
+			if err != nil {
+				t.Fatalf("cannot patch the status of %s: %v", name, err)
+			}
+			return out
+		}
+		from = pub.len()
+		cs := setStatus(cache.GetName())
+		ns := setStatus(network.GetName())
+		pub.expect(t, from,
+			want{service: route.Renderer, object: cache.GetUID(), target: xr.GetUID(), rv: cs.GetResourceVersion()},
+			want{service: route.Secrets, object: network.GetUID(), target: xr.GetUID(), rv: ns.GetResourceVersion()},
+		)
+		for _, p := range pub.since(from) {
+			if p.service == route.Secrets && types.UID(p.ev.GetObject().GetUid()) == cache.GetUID() {
+				t.Errorf("a change of the status of a composed resource whose connection details read none of it reached the secrets service:\n%s", dump([]published{p}))
 			}
 		}
 	})
