@@ -106,9 +106,11 @@ var (
 			"for": {"apiVersion": nil, "kind": nil},
 			"references": {
 				"target":         {"apiVersion": nil, "kind": nil},
+				"valueField":     nil,
 				"referenceField": nil,
 				"selectorField":  nil,
 				"waitFor":        {"conditionType": nil},
+				"policy":         {"resolve": nil},
 			},
 		}},
 	}

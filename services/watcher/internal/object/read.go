@@ -9,9 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/condition"
-	"github.com/loomxr/loom/pkg/fieldpath"
 )
 
 // Reference names an object by apiVersion, kind, namespace and name, as
@@ -113,69 +111,6 @@ func RuleKinds(u *unstructured.Unstructured) []schema.GroupKind {
 		}
 	}
 	return out
-}
-
-// ReferenceIdle reports whether no ReferenceRule among rules (cached rules,
-// as the informer holds them) can do anything with u, a composed resource,
-// as it is: no rule for its kind (spec.for) finds a reference or a selector
-// on it to resolve, and every reference of a rule that names its kind as a
-// target waits for a condition (waitFor) that u does not show True. The
-// binder then has nothing to do because of u until it changes again: a
-// target's creation and its progress before it shows the condition cannot
-// resolve a reference (the change that shows it can). A target without
-// waitFor (its value may be there at once), a rule that is not an
-// unstructured object and a field path that does not parse all make u not
-// idle.
-func ReferenceIdle(rules []any, u *unstructured.Unstructured) bool {
-	gk := u.GroupVersionKind().GroupKind()
-	for _, r := range rules {
-		rule, ok := r.(*unstructured.Unstructured)
-		if !ok {
-			return false
-		}
-		forKind := false
-		if m, ok, _ := unstructured.NestedMap(rule.Object, "spec", "for"); ok {
-			forKind = kindOf(m) == gk
-		}
-		refs, _, _ := unstructured.NestedSlice(rule.Object, "spec", "references")
-		for _, e := range refs {
-			ref, ok := e.(map[string]any)
-			if !ok {
-				return false
-			}
-			if forKind && (holds(u, str(ref, "referenceField")) || holds(u, str(ref, "selectorField"))) {
-				return false
-			}
-			if t, ok := ref["target"].(map[string]any); !ok || kindOf(t) != gk {
-				continue
-			}
-			w, _ := ref["waitFor"].(map[string]any)
-			ct := str(w, "conditionType")
-			if ct == "" || condition.IsTrue(u, common.ConditionType(ct)) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// kindOf returns the group and kind of an {apiVersion, kind} map.
-func kindOf(m map[string]any) schema.GroupKind {
-	gv, _ := schema.ParseGroupVersion(str(m, "apiVersion"))
-	return schema.GroupKind{Group: gv.Group, Kind: str(m, "kind")}
-}
-
-// holds reports whether u has a value other than null at the field path;
-// true for a path that does not parse, which cannot be judged.
-func holds(u *unstructured.Unstructured, path string) bool {
-	if path == "" {
-		return false
-	}
-	v, err := fieldpath.Pave(u.Object).GetValue(path)
-	if err != nil {
-		return !fieldpath.IsNotFound(err)
-	}
-	return v != nil
 }
 
 // TemplateKinds returns the kinds the templates of a Composition compose:

@@ -36,11 +36,12 @@
 // for an XR, one of the kinds its resourceRefs name), as the kind whose
 // references it resolves or as a target: the binder reconciles an XR only
 // to resolve references among its composed resources. And for a composed
-// resource, only for a change after which a rule can do something with it
-// (Object.ReferenceIdle): one holding a reference or selector of a rule, or
-// a target showing the condition its rules wait for (or without waitFor).
-// So a target's creation and its status changes before it turns Ready wake
-// no binder. A rule made later
+// resource, only for a change the binder can act on (referenceNews): the
+// creation or spec of one holding a reference or selector of a rule, or a
+// target showing the condition its rules wait for (or without waitFor)
+// while a reference of its XR has not resolved. So a target's creation and
+// its status before it turns Ready wake no binder, nor does anything of an
+// XR whose references all resolved but a resource's own references. A rule made later
 // reaches the XRs it concerns through the binder's fan-out of the rule.
 // Platforms moved from Crossplane have no ReferenceRules at all, and their
 // composed resources' changes then never wake the binder.
@@ -211,12 +212,11 @@ type Object struct {
 	// template it was composed from (its crossplane.io/composition-
 	// resource-name annotation); empty when not known.
 	Template string
-	// ReferenceIdle is true for a composed resource (not an XR) that no
-	// ReferenceRule can do anything with as it is now
-	// (object.ReferenceIdle): it holds no reference or selector to
-	// resolve, and as a target it does not show the condition the rules
-	// wait for. Never set for a deletion.
-	ReferenceIdle bool
+	// References is what a composed resource (not an XR) is to the
+	// ReferenceRules as it is now (object.ReferencesOf); nil when that is
+	// not known (a deletion, no full object at hand), which routes the
+	// change to the binder wherever a rule names its kind.
+	References *object.References
 }
 
 // fieldManagers are the field managers of the services' writes.
@@ -280,6 +280,11 @@ type Lookup interface {
 	// under status; object.AnnotationDetailsFromStatus); true when that is
 	// not known.
 	DetailsFromStatus(uid types.UID, template string) bool
+	// ReferencesPending reports whether a composed resource of the XR with
+	// the given UID holds a reference or selector that has not resolved
+	// yet or resolves again whenever a target changes
+	// (object.References.Pending); true when that is not known.
+	ReferencesPending(uid types.UID) bool
 	// Unresolved reports whether the cached XR with the given UID is
 	// known to show ReferencesResolved not True (a reference waits or
 	// failed); false when that is not known.
@@ -423,16 +428,9 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		xr := controllerTarget(o, l)
 		// The binder hears of a composed resource only where a
 		// ReferenceRule names its kind (see the XR's case above), and
-		// only of a change after which a rule can do something with it:
-		// a target that does not show the condition its rules wait for
-		// cannot resolve a reference yet (the change that shows it
-		// comes), nor can a resource of a rule's kind that holds no
-		// reference or selector. (But a creation while the XR says a
-		// reference waits: it may wait for no target to match, which
-		// the new one may, and the condition then says what it waits
-		// for now.)
+		// only of a change it can act on (referenceNews).
 		readers := []string{Secrets}
-		if l.Referenced(o.GVK.GroupKind()) && (!o.ReferenceIdle || o.Created && l.Unresolved(o.Controller.UID)) {
+		if l.Referenced(o.GVK.GroupKind()) && referenceNews(o, l) {
 			readers = append(readers, Binder)
 		}
 		// The readers other than the secrets service, for changes that
@@ -497,6 +495,33 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 		}
 	}
 	return normalize(ds)
+}
+
+// referenceNews reports whether a change of o, a composed resource of a
+// kind a ReferenceRule names, is news to the binder: the creation or a
+// change of the spec of a resource holding a reference or selector to
+// resolve; a change of a target that shows what the references wait for,
+// while a reference of its XR has not resolved (once every one resolved, a
+// target's progress changes nothing: references resolve if not present,
+// unless a policy says Always, which keeps them pending); and a creation or
+// a usable target while the XR says a reference waits or failed (a
+// reference that waited for no target to match may match the new one, and
+// the condition then says what it waits for now). A target that does not
+// show what the references wait for cannot resolve anything yet: the
+// change that shows it can.
+func referenceNews(o Object, l Lookup) bool {
+	r := o.References
+	if r == nil {
+		return true
+	}
+	xr := o.Controller.UID
+	switch {
+	case r.Source && !o.StatusOnly:
+		return true
+	case r.Target && l.ReferencesPending(xr):
+		return true
+	}
+	return (r.Target || o.Created) && l.Unresolved(xr)
 }
 
 // controllerTarget names the controller of o. The controller's namespace is

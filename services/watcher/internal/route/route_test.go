@@ -28,6 +28,9 @@ type caches struct {
 	unreferenced map[schema.GroupKind]bool
 	// unresolved are the XRs known to show ReferencesResolved not True.
 	unresolved map[types.UID]bool
+	// settled are the XRs known to have no pending reference; every
+	// other may.
+	settled map[types.UID]bool
 	// detailsBlind are "<XR UID>/<template>" of the templates whose
 	// composed resources' status no connection detail of the XR reads;
 	// every other may.
@@ -63,6 +66,8 @@ func (c caches) NotReady(uid types.UID) bool { return c.notReady[uid] }
 func (c caches) Referenced(gk schema.GroupKind) bool { return !c.unreferenced[gk] }
 
 func (c caches) Unresolved(uid types.UID) bool { return c.unresolved[uid] }
+
+func (c caches) ReferencesPending(uid types.UID) bool { return !c.settled[uid] }
 
 func (c caches) DetailsFromStatus(uid types.UID, template string) bool {
 	return !c.detailsBlind[uid+"/"+types.UID(template)]
@@ -483,11 +488,11 @@ func TestRoute(t *testing.T) {
 			roles:  RoleClaim,
 		},
 		"ComposedReferenceIdleCreated": {
-			reason: "The creation of a composed resource that no ReferenceRule can do anything with yet (a target not Ready, holding no reference) is no news to the binder.",
+			reason: "The creation of a composed resource that no ReferenceRule can do anything with yet (a target not Ready, holding no reference) is no news to the binder, even while a reference of its XR is pending.",
 			o: with(nop, func(o *Object) {
 				o.Writers = []string{"loom-renderer"}
 				o.Created = true
-				o.ReferenceIdle = true
+				o.References = &object.References{}
 			}),
 			roles: RoleComposed,
 			want: []Delivery{
@@ -502,7 +507,7 @@ func TestRoute(t *testing.T) {
 				o.Controller = controller("example.org/v1alpha1", "XDatabase", resXR.Name, resXR.UID)
 				o.Writers = []string{"loom-renderer"}
 				o.Created = true
-				o.ReferenceIdle = true
+				o.References = &object.References{}
 			}),
 			roles: RoleComposed,
 			l:     func() caches { c := lookup; c.unresolved = map[types.UID]bool{resXR.UID: true}; return c }(),
@@ -532,10 +537,82 @@ func TestRoute(t *testing.T) {
 				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
 			},
 		},
+		"ComposedSourceCreated": {
+			reason: "The creation of a resource holding a reference to resolve is news to the binder, with nothing pending yet.",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"loom-renderer"}
+				o.Created = true
+				o.References = &object.References{Source: true, Pending: true}
+			}),
+			roles: RoleComposed,
+			l:     func() caches { c := lookup; c.settled = map[types.UID]bool{xr.UID: true}; return c }(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedSourceStatus": {
+			reason: "A change of the status alone of a resource that only holds references is no news to the binder: it reads their targets, not its status.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.References = &object.References{Source: true, Pending: true} }),
+			roles:  RoleComposed,
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedTargetReadyPending": {
+			reason: "A target that shows what the references wait for is news to the binder while a reference of its XR is pending.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly = true
+				o.TurnedReady = true
+				o.References = &object.References{Target: true}
+			}),
+			roles: RoleComposed,
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
+			},
+		},
+		"ComposedTargetReadySettled": {
+			reason: "Once every reference of its XR resolved, it is not.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly = true
+				o.TurnedReady = true
+				o.References = &object.References{Target: true, Source: true}
+			}),
+			roles: RoleComposed,
+			l:     func() caches { c := lookup; c.settled = map[types.UID]bool{xr.UID: true}; return c }(),
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
+			},
+		},
+		"ComposedTargetReadySettledUnresolved": {
+			reason: "Unless the XR says a reference waits or failed.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly = true
+				o.TurnedReady = true
+				o.References = &object.References{Target: true}
+			}),
+			roles: RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.settled = map[types.UID]bool{xr.UID: true}
+				c.unresolved = map[types.UID]bool{xr.UID: true}
+				return c
+			}(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
+			},
+		},
 		"ComposedReferenceIdleStatus": {
 			reason: "Nor is a change of its status after which it still does not show what the rules wait for.",
-			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true; o.ReferenceIdle = true }),
-			roles:  RoleComposed,
+			o: with(nop, func(o *Object) {
+				o.StatusOnly = true
+				o.StatusFieldsChanged = true
+				o.References = &object.References{}
+			}),
+			roles: RoleComposed,
 			want: []Delivery{
 				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
 				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},

@@ -84,16 +84,16 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	if !ok {
 		return
 	}
+	refs := w.references(roles, typ, m, full)
 	if !publish || !w.live.Load() {
 		return
 	}
 	w.crashIfArmed(m)
 	o := routeObject(m, roles, obj)
+	o.References = refs
 	if roles&route.RoleComposed != 0 && roles&route.RoleXR == 0 && full != nil {
 		// The informer caches composed resources trimmed; the full
-		// object the mirror holds tells whether a ReferenceRule can do
-		// anything with it.
-		o.ReferenceIdle = lookup{w}.referenceIdle(full)
+		// object the mirror holds names its template.
 		o.Template = full.GetAnnotations()[v1.AnnotationCompositionResourceName]
 	}
 	if old != nil {
@@ -570,43 +570,21 @@ func (l lookup) composition(uid types.UID) *unstructured.Unstructured {
 // Referenced answers from the cached ReferenceRules; true while they are
 // not known (no source of them yet, or one that has not listed them).
 func (l lookup) Referenced(gk schema.GroupKind) bool {
-	sources := l.sourcesWith(route.RoleReferenceRule)
-	if len(sources) == 0 {
+	rules, ok := l.rules()
+	if !ok {
 		return true
 	}
-	for _, s := range sources {
-		if !s.informer.HasSynced() {
+	for _, obj := range rules {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			// Not a rule as this watcher keeps them: assume it names gk.
 			return true
 		}
-		for _, obj := range s.informer.GetStore().List() {
-			u, ok := obj.(*unstructured.Unstructured)
-			if !ok {
-				// Not a rule as this watcher keeps them: assume it names gk.
-				return true
-			}
-			if slices.Contains(object.RuleKinds(u), gk) {
-				return true
-			}
+		if slices.Contains(object.RuleKinds(u), gk) {
+			return true
 		}
 	}
 	return false
-}
-
-// referenceIdle answers object.ReferenceIdle for a composed resource from
-// the cached ReferenceRules; false while they are not known.
-func (l lookup) referenceIdle(u *unstructured.Unstructured) bool {
-	sources := l.sourcesWith(route.RoleReferenceRule)
-	if len(sources) == 0 {
-		return false
-	}
-	var rules []any
-	for _, s := range sources {
-		if !s.informer.HasSynced() {
-			return false
-		}
-		rules = append(rules, s.informer.GetStore().List()...)
-	}
-	return object.ReferenceIdle(rules, u)
 }
 
 func (l lookup) Requesters(m object.Meta) []types.UID {

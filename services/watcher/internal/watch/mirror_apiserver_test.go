@@ -218,6 +218,25 @@ spec: {forProvider: {fields: %s}}
 				t.Errorf("a change of a reference target that does not show Ready reached the binder:\n%s", dump([]published{p}))
 			}
 		}
+
+		// The reference resolves (its value is written, as the binder
+		// would): the database's spec change is news to the binder, and
+		// then nothing of the XR is pending, so a later change of the
+		// Ready target's status is not.
+		from = pub.len()
+		resolved := c.patch(t, gvrNop, "", database.GetName(), `{"spec":{"forProvider":{"fields":{"networkRef":{"name":"w8-abcde-network"},"network":"networks/n1"}}}}`)
+		pub.expect(t, from, want{service: route.Binder, object: database.GetUID(), target: xr.GetUID(), rv: resolved.GetResourceVersion()})
+		from = pub.len()
+		later, err := c.resource(gvrNop, "").Patch(t.Context(), network.GetName(), types.MergePatchType, []byte(`{"status":{"atProvider":{"fields":{"selfLink":"networks/n2"}}}}`), metav1.PatchOptions{}, "status")
+		if err != nil {
+			t.Fatalf("cannot patch the status of %s: %v", network.GetName(), err)
+		}
+		pub.expect(t, from, want{service: route.Renderer, object: network.GetUID(), target: xr.GetUID(), rv: later.GetResourceVersion()})
+		for _, p := range pub.since(from) {
+			if p.service == route.Binder && types.UID(p.ev.GetObject().GetUid()) == network.GetUID() {
+				t.Errorf("a change of a Ready target reached the binder when every reference of its XR had resolved:\n%s", dump([]published{p}))
+			}
+		}
 	})
 
 	t.Run("StatusNoConnectionDetailReads", func(t *testing.T) {

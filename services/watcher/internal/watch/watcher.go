@@ -143,6 +143,10 @@ type Watcher struct {
 	urgency *urgency
 	demoted metric.Int64Counter
 
+	// pendingRefs are the composed resources whose references have not
+	// resolved, by XR (see pendingReferences).
+	pendingRefs pendingReferences
+
 	// ctx is Run's context; informers and publishes use it.
 	ctx context.Context
 	// lineage joins the events of a new object, and of the objects it
