@@ -49,6 +49,11 @@ type Report struct {
 	// ClaimsWithWrongSecret counts claims whose connection Secret is
 	// missing or does not hold exactly their own XR's details.
 	ClaimsWithWrongSecret int `json:"claims_with_wrong_secret"`
+	// UnresolvedReferences counts composed resources with a network
+	// selector whose network value is not their own XR's network's
+	// selfLink (the binder's reference resolution, the ReferenceRule of
+	// testdata/setup.yaml).
+	UnresolvedReferences int `json:"unresolved_references"`
 	// DeadLetters is how many messages the dead-letter stream holds.
 	DeadLetters int `json:"dead_letters"`
 	// DeadLetterReasons counts them by service and the reason's first
@@ -247,6 +252,7 @@ func TestChaos(t *testing.T) {
 	check("orphaned_composed", final.OrphanedComposed, 0)
 	check("unbound_xrs", final.UnboundXRs, 0)
 	check("claims_with_wrong_secret", final.ClaimsWithWrongSecret, 0)
+	check("unresolved_references", final.UnresolvedReferences, 0)
 	check("nats_restarts", final.NATSRestarts, 1)
 	check("apiserver_restarts", final.APIServerRestarts, 1)
 	if final.Kills == 0 {
@@ -478,6 +484,8 @@ func observe(ctx context.Context, s *stack.Stack, kube kubernetes.Interface, dyn
 		}
 	}
 	composedPerXR := map[string]int{}
+	selfLinks := map[string]string{}                     // the network's, by XR UID
+	sources := map[string][]*unstructured.Unstructured{} // resources with a network selector, by XR UID
 	for i := range nops.Items {
 		o := &nops.Items[i]
 		ctrl := metav1.GetControllerOf(o)
@@ -487,6 +495,21 @@ func observe(ctx context.Context, s *stack.Stack, kube kubernetes.Interface, dyn
 			continue
 		}
 		composedPerXR[string(ctrl.UID)]++
+		if o.GetLabels()["chaos.loom.dev/role"] == "network" {
+			selfLinks[string(ctrl.UID)], _, _ = unstructured.NestedString(o.Object, "status", "atProvider", "fields", "selfLink")
+		}
+		if _, ok, _ := unstructured.NestedMap(o.Object, "spec", "forProvider", "fields", "networkSelector"); ok {
+			sources[string(ctrl.UID)] = append(sources[string(ctrl.UID)], o)
+		}
+	}
+	for xr, os := range sources {
+		for _, o := range os {
+			got, _, _ := unstructured.NestedString(o.Object, "spec", "forProvider", "fields", "network")
+			if want := selfLinks[xr]; got == "" || got != want {
+				rep.UnresolvedReferences++
+				problems = append(problems, fmt.Sprintf("composed resource %s: spec.forProvider.fields.network is %q, want its network's selfLink %q", o.GetName(), got, want))
+			}
+		}
 	}
 
 	for key, c := range claimByKey {
