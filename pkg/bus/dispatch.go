@@ -118,7 +118,11 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 	delivery := int(meta.NumDelivered) //nolint:gosec // A delivery count never exceeds an int.
 	nb := notBefore(msg.Headers())
 	wait := time.Until(nb)
-	l.arrived(msg.Subject(), pm.seq, nb.IsZero() || wait <= 0)
+	var stamp int64
+	if !nb.IsZero() {
+		stamp = nb.UnixNano()
+	}
+	l.arrived(msg.Subject(), stamp, nb.IsZero() || wait <= 0)
 	if !nb.IsZero() {
 		if wait > 0 {
 			_ = msg.NakWithDelay(wait)

@@ -42,16 +42,10 @@ type lease struct {
 	mu       sync.Mutex
 	targets  map[string]*target
 	handlers sync.WaitGroup
-	// timers are the requeue copies this lease published that are still
-	// in the stream as far as it knows, by subject (see requeue).
-	timers map[string]timer
-}
-
-// timer is a requeue copy in the stream: its sequence and the time it
-// stands for (its not-before stamp).
-type timer struct {
-	seq uint64
-	at  time.Time
+	// timers are the not-before stamps (Unix nanoseconds) of the requeue
+	// copies this lease published, or is publishing, that are still in the
+	// stream as far as it knows, by subject (see requeue).
+	timers map[string]int64
 }
 
 func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
@@ -70,7 +64,7 @@ func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
 		fenceC:   make(chan string, 1),
 		done:     make(chan struct{}),
 		targets:  map[string]*target{},
-		timers:   map[string]timer{},
+		timers:   map[string]int64{},
 		room:     [3]chan struct{}{make(chan struct{}, w.lookahead), make(chan struct{}, w.lookahead), make(chan struct{}, w.lookahead)},
 	}
 }

@@ -94,10 +94,10 @@ func (l *lease) backoff(delivery int) (time.Duration, bool) {
 // deadline from each lane's event needs one timer, not one per lane). A copy
 // starts again at delivery 1, so requeues never count towards MaxDeliver.
 func (l *lease) requeue(pm *pending, delay time.Duration) {
-	at := time.Now().Add(delay)
+	at := time.Now().Add(delay).UnixNano()
 	// A copy due a little later still does: the handler computed the same
 	// deadline for both, each run a moment after its settling began.
-	if l.timerBy(pm.msg.Subject(), at.Add(min(delay/10, time.Second))) {
+	if l.timerBy(pm.msg.Subject(), at+int64(min(delay/10, time.Second))) {
 		_ = pm.msg.Ack()
 		return
 	}
@@ -108,16 +108,25 @@ func (l *lease) requeue(pm *pending, delay time.Duration) {
 			cp.Header[k] = v
 		}
 	}
-	cp.Header.Set(HeaderNotBefore, strconv.FormatInt(at.UnixNano(), 10))
+	cp.Header.Set(HeaderNotBefore, strconv.FormatInt(at, 10))
+	// The copy is recorded before it is published: it may come back (due,
+	// for a short delay) before the publication's answer does.
+	l.mu.Lock()
+	l.timers[cp.Subject] = at
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 	defer cancel()
-	ack, err := l.w.js.PublishMsg(ctx, cp, jetstream.WithExpectLastSequencePerSubject(pm.seq))
+	_, err := l.w.js.PublishMsg(ctx, cp, jetstream.WithExpectLastSequencePerSubject(pm.seq))
+	if err != nil {
+		l.mu.Lock()
+		if l.timers[cp.Subject] == at {
+			delete(l.timers, cp.Subject)
+		}
+		l.mu.Unlock()
+	}
 	var jsErr jetstream.JetStreamError
 	switch {
 	case err == nil:
-		l.mu.Lock()
-		l.timers[cp.Subject] = timer{seq: ack.Sequence, at: at}
-		l.mu.Unlock()
 		_ = pm.msg.Ack()
 	case errors.As(err, &jsErr) && jsErr.APIError() != nil &&
 		(jsErr.APIError().ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
@@ -132,28 +141,31 @@ func (l *lease) requeue(pm *pending, delay time.Duration) {
 
 // timerBy reports whether a requeue copy this lease published for the
 // target of a work subject, in any of its lanes, is still in the stream and
-// comes back by at.
-func (l *lease) timerBy(subject string, at time.Time) bool {
+// comes back by at (Unix nanoseconds).
+func (l *lease) timerBy(subject string, at int64) bool {
 	base := strings.TrimSuffix(strings.TrimSuffix(subject, "."+urgentToken), "."+resyncToken)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken} {
-		if t, ok := l.timers[s]; ok && !t.at.After(at) {
+		if t, ok := l.timers[s]; ok && t <= at {
 			return true
 		}
 	}
 	return false
 }
 
-// arrived forgets the requeue copy of a subject once a message of that
-// subject arrives that replaced it in the stream (a newer one: the stream
-// keeps one message per subject) or that is the copy come back at its time.
-// A copy replaced by a message this lease has not received yet still counts
-// as there: that message, once handled, requeues anew if it must.
-func (l *lease) arrived(subject string, seq uint64, due bool) {
+// arrived forgets the requeue copy of a subject once any message of that
+// subject arrives but the copy itself delivered early (stamped notBefore,
+// Unix nanoseconds; 0 for none): the copy come back due, or another message,
+// which replaced it in the stream (the stream keeps one message per
+// subject; a redelivery of an older one only makes the lease publish a copy
+// it could have spared). A copy replaced by a message this lease has not
+// received yet still counts as there: that message, once handled, requeues
+// anew if it must.
+func (l *lease) arrived(subject string, notBefore int64, due bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t, ok := l.timers[subject]; ok && (seq > t.seq || seq == t.seq && due) {
+	if t, ok := l.timers[subject]; ok && (t != notBefore || due) {
 		delete(l.timers, subject)
 	}
 }
