@@ -94,9 +94,8 @@ func ResourceKinds(u *unstructured.Unstructured) []schema.GroupVersionKind {
 func RuleKinds(u *unstructured.Unstructured) []schema.GroupKind {
 	var out []schema.GroupKind
 	add := func(m map[string]any) {
-		if k := str(m, "kind"); k != "" {
-			gv, _ := schema.ParseGroupVersion(str(m, "apiVersion"))
-			out = append(out, schema.GroupKind{Group: gv.Group, Kind: k})
+		if gk := kindOf(m); gk.Kind != "" {
+			out = append(out, gk)
 		}
 	}
 	if m, ok, _ := unstructured.NestedMap(u.Object, "spec", "for"); ok {

@@ -504,15 +504,21 @@ func (l lookup) ResourcesMode(uid types.UID) bool {
 }
 
 func (l lookup) NotReady(uid types.UID) bool {
+	return object.NotReady(l.xrAnnotations(uid))
+}
+
+// xrAnnotations returns the annotations of the cached XR with the given
+// UID (the watcher's status summary among them), nil when it is not cached.
+func (l lookup) xrAnnotations(uid types.UID) map[string]string {
 	_, obj, ok := l.xr(uid)
 	if !ok {
-		return false
+		return nil
 	}
 	m, err := metaAccessor(obj)
 	if err != nil {
-		return false
+		return nil
 	}
-	return object.NotReady(m.GetAnnotations())
+	return m.GetAnnotations()
 }
 
 func (l lookup) DetailsFromStatus(uid types.UID, template string) bool {
@@ -521,15 +527,7 @@ func (l lookup) DetailsFromStatus(uid types.UID, template string) bool {
 }
 
 func (l lookup) Unresolved(uid types.UID) bool {
-	_, obj, ok := l.xr(uid)
-	if !ok {
-		return false
-	}
-	m, err := metaAccessor(obj)
-	if err != nil {
-		return false
-	}
-	return object.Unresolved(m.GetAnnotations())
+	return object.Unresolved(l.xrAnnotations(uid))
 }
 
 func (l lookup) ReadsStatus(uid types.UID) bool {
