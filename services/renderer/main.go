@@ -122,6 +122,7 @@ type flags struct {
 	memoSize        int
 	firstStatusWait time.Duration
 	unobservedWait  time.Duration
+	publicationWait time.Duration
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -133,6 +134,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"how long after its creation a composite resource's first status may wait for the composite resource to be Ready, so that it is written once; 0 writes it at once (env LOOM_RENDERER_FIRST_STATUS_WAIT)")
 	fs.DurationVar(&f.unobservedWait, "unobserved-wait", service.EnvDuration("LOOM_RENDERER_UNOBSERVED_WAIT", composite.DefaultUnobservedWait),
 		"how long after its composed resources' creation a composite resource's first status may wait, beyond --first-status-wait, while one of them that is not Ready has no status yet (its provider has not looked at it); 0: no longer than --first-status-wait (env LOOM_RENDERER_UNOBSERVED_WAIT)")
+	fs.DurationVar(&f.publicationWait, "publication-wait", service.EnvDuration("LOOM_RENDERER_PUBLICATION_WAIT", composite.DefaultPublicationWait),
+		"how long after its last composed resource turned Ready a composite resource's Ready status may wait for the first publication of its connection Secret, so that both are written at once; 0 writes Ready at once (env LOOM_RENDERER_PUBLICATION_WAIT)")
 	fs.DurationVar(&f.handlerTimeout, "handler-timeout", service.EnvDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
 		"longest one render may take, function pipeline included (env LOOM_RENDERER_HANDLER_TIMEOUT)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
@@ -214,7 +217,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		fn.WithCredentialFetcher(secrets))
 	store := revision.NewStore(client, f.revisionTTL)
 	copts := []composite.Option{
-		composite.WithMemoSize(f.memoSize), composite.WithFirstStatusWait(f.firstStatusWait), composite.WithUnobservedWait(f.unobservedWait),
+		composite.WithMemoSize(f.memoSize), composite.WithFirstStatusWait(f.firstStatusWait), composite.WithUnobservedWait(f.unobservedWait), composite.WithPublicationWait(f.publicationWait),
 		composite.WithPipeline(exec), composite.WithWatches(composite.KVWatches{KV: kv}), composite.WithSecrets(secrets),
 		composite.WithRecorder(rec), composite.WithLogger(rt.Log),
 		composite.WithImpersonation(func(user string) (composite.Client, error) {

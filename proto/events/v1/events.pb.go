@@ -205,7 +205,12 @@ type Event struct {
 	// The namespace of the claim the target's work is for, when the publisher
 	// knows it and the target is cluster scoped (an XR bound to a claim): the
 	// bus's default tenant key serves requests round-robin across it.
-	Tenant        string `protobuf:"bytes,11,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,11,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// What the secrets service published for the target XR, handed to the
+	// renderer, which writes it to the XR's status with the rest of it (one
+	// write of the XR's status instead of two). Set only on requests the
+	// secrets service sends to the renderer.
+	Publication   *Publication `protobuf:"bytes,12,opt,name=publication,proto3" json:"publication,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +322,88 @@ func (x *Event) GetTenant() string {
 	return ""
 }
 
+func (x *Event) GetPublication() *Publication {
+	if x != nil {
+		return x.Publication
+	}
+	return nil
+}
+
+// Publication is the state of an XR's connection Secret: its
+// ConnectionDetailsReady condition and status.connectionDetails.lastPublishedTime.
+// It never holds connection details themselves.
+type Publication struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The condition's status ("True", "False"), reason and message; empty
+	// when the XR gets no condition.
+	Status  string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Reason  string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// When the XR's Secret data last changed; unset before the first
+	// publication.
+	LastPublishedTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_published_time,json=lastPublishedTime,proto3" json:"last_published_time,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Publication) Reset() {
+	*x = Publication{}
+	mi := &file_events_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Publication) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Publication) ProtoMessage() {}
+
+func (x *Publication) ProtoReflect() protoreflect.Message {
+	mi := &file_events_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Publication.ProtoReflect.Descriptor instead.
+func (*Publication) Descriptor() ([]byte, []int) {
+	return file_events_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Publication) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Publication) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Publication) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Publication) GetLastPublishedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPublishedTime
+	}
+	return nil
+}
+
 var File_events_v1_events_proto protoreflect.FileDescriptor
 
 const file_events_v1_events_proto_rawDesc = "" +
@@ -328,7 +415,7 @@ const file_events_v1_events_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x10\n" +
-	"\x03uid\x18\x06 \x01(\tR\x03uid\"\xc3\x03\n" +
+	"\x03uid\x18\x06 \x01(\tR\x03uid\"\x82\x04\n" +
 	"\x05Event\x121\n" +
 	"\x06object\x18\x01 \x01(\v2\x19.loom.events.v1.ObjectRefR\x06object\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1e\n" +
@@ -345,7 +432,13 @@ const file_events_v1_events_proto_rawDesc = "" +
 	"\x06source\x18\t \x01(\tR\x06source\x12\x16\n" +
 	"\x06urgent\x18\n" +
 	" \x01(\bR\x06urgent\x12\x16\n" +
-	"\x06tenant\x18\v \x01(\tR\x06tenant*\x9d\x01\n" +
+	"\x06tenant\x18\v \x01(\tR\x06tenant\x12=\n" +
+	"\vpublication\x18\f \x01(\v2\x1b.loom.events.v1.PublicationR\vpublication\"\xa3\x01\n" +
+	"\vPublication\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12J\n" +
+	"\x13last_published_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x11lastPublishedTime*\x9d\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +
@@ -367,24 +460,27 @@ func file_events_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_events_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_events_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_events_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_events_v1_events_proto_goTypes = []any{
 	(EventType)(0),                // 0: loom.events.v1.EventType
 	(*ObjectRef)(nil),             // 1: loom.events.v1.ObjectRef
 	(*Event)(nil),                 // 2: loom.events.v1.Event
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*Publication)(nil),           // 3: loom.events.v1.Publication
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_events_v1_events_proto_depIdxs = []int32{
 	1, // 0: loom.events.v1.Event.object:type_name -> loom.events.v1.ObjectRef
 	0, // 1: loom.events.v1.Event.type:type_name -> loom.events.v1.EventType
 	1, // 2: loom.events.v1.Event.controller:type_name -> loom.events.v1.ObjectRef
 	1, // 3: loom.events.v1.Event.target:type_name -> loom.events.v1.ObjectRef
-	3, // 4: loom.events.v1.Event.observed_time:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 4: loom.events.v1.Event.observed_time:type_name -> google.protobuf.Timestamp
+	3, // 5: loom.events.v1.Event.publication:type_name -> loom.events.v1.Publication
+	4, // 6: loom.events.v1.Publication.last_published_time:type_name -> google.protobuf.Timestamp
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_events_v1_events_proto_init() }
@@ -398,7 +494,7 @@ func file_events_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_events_v1_events_proto_rawDesc), len(file_events_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

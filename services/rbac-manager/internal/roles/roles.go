@@ -73,9 +73,11 @@ var grants = []grant{ //nolint:gochecknoglobals // Treated as a constant.
 	{role: Renderer, sub: "status", verbs: []string{"get", "patch"}},
 	{role: Renderer, claim: true, verbs: []string{"list", "delete"}},
 
-	// Connection Secret references, readiness; the ConnectionDetailsReady
-	// condition and lastPublishedTime by server-side apply. A claim is
-	// read for where its copy goes; its lastPublishedTime is the binder's.
+	// Connection Secret references, readiness. A claim is read for where
+	// its copy goes; its lastPublishedTime is the binder's. The status
+	// right is for replicas of the previous version during an upgrade:
+	// the renderer now writes the ConnectionDetailsReady condition and
+	// lastPublishedTime that the secrets service hands over.
 	{role: Secrets, verbs: []string{"get"}},
 	{role: Secrets, sub: "status", verbs: []string{"get", "patch"}},
 	{role: Secrets, claim: true, verbs: []string{"get"}},

@@ -155,6 +155,9 @@ type Request struct {
 	// connection details of a Pipeline XR are handed over even if they look
 	// unchanged.
 	Republish bool
+	// Publication, when set, is what the secrets service published for
+	// the XR: the render writes it to the XR's status.
+	Publication *Publication
 }
 
 // A Reconciler renders XRs. It is safe for concurrent use on different XRs;
@@ -178,6 +181,7 @@ type Reconciler struct {
 
 	firstStatusWait time.Duration
 	unobservedWait  time.Duration
+	publicationWait time.Duration
 	now             func() time.Time
 }
 
@@ -273,7 +277,7 @@ func WithClock(now func() time.Time) Option { return func(rc *Reconciler) { rc.n
 // NewReconciler returns a Reconciler.
 func NewReconciler(c Client, d Definitions, revs Revisions, o ...Option) *Reconciler {
 	r := &Reconciler{client: c, defs: d, revisions: revs, rec: event.Nop{}, log: slog.Default(), memo: newMemo(DefaultMemoSize),
-		firstStatusWait: DefaultFirstStatusWait, unobservedWait: DefaultUnobservedWait, now: time.Now}
+		firstStatusWait: DefaultFirstStatusWait, unobservedWait: DefaultUnobservedWait, publicationWait: DefaultPublicationWait, now: time.Now}
 	for _, fn := range o {
 		fn(r)
 	}
@@ -372,6 +376,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	if xrd == nil {
 		return reconcile.Result{}, nil
 	}
+	if req.Publication != nil {
+		r.memo.handOver(xr.GetUID(), *req.Publication, r.now())
+	}
 	if xr.GetDeletionTimestamp() != nil {
 		// Kubernetes garbage collection deletes the composed resources
 		// through their controller references, once Crossplane's
@@ -458,9 +465,19 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	errs := append(append([]error{}, out.errs...), applyErr, gcErr, detailsErr)
 	synced := errors.Join(errs...)
 	wait := r.statusWait(st, out, synced)
+	if wait <= 0 {
+		wait = r.readyWait(st, sel, out, synced)
+	}
+	if wait <= 0 {
+		wait = r.holdWait(st, out, synced)
+	}
 	switch {
 	case wait > 0:
-		// The first status waits for the XR to be Ready (see below).
+		// The first status waits for the XR to be Ready, a Ready
+		// status for the first publication of the XR's connection
+		// Secret, a publication handed over for the XR's next change
+		// (see below).
+		r.log.Debug("Status waits", "kind", req.GVK.Kind, "name", req.Name, "wait", wait)
 	case stillUnready(st, out, synced) && reconcile.Superseded(ctx):
 		// The status would say the XR is not Ready (for the first time,
 		// or again with other unready resources), and a newer event for
@@ -625,18 +642,20 @@ func (r *Reconciler) recordWatches(ctx context.Context, st *state, out *rendered
 // DefaultMemoSize is how many XRs a replica's memo remembers by default.
 const DefaultMemoSize = 16384
 
-// memo is a bounded per-XR memory of a replica: two least-recently-used
+// memo is a bounded per-XR memory of a replica: least-recently-used
 // caches, so that above its size only the XRs used longest ago are
 // forgotten (a forgotten XR is checked again on its next render) instead of
 // all of them at once. The caches are safe for concurrent use.
 type memo struct {
-	watches *lru.Cache // types.UID to the encoding of its watch requests
-	results *lru.Cache // types.UID to the encoding of its function results
-	retries *lru.Cache // types.UID to its count of consecutive refused renders
+	watches      *lru.Cache // types.UID to the encoding of its watch requests
+	results      *lru.Cache // types.UID to the encoding of its function results
+	retries      *lru.Cache // types.UID to its count of consecutive refused renders
+	publications *lru.Cache // types.UID to a Publication its status may not show yet
+	ready        *lru.Cache // types.UID to when a render first found it Ready, its Secret not published
 }
 
 func newMemo(size int) *memo {
-	return &memo{watches: lru.New(size), results: lru.New(size), retries: lru.New(size)}
+	return &memo{watches: lru.New(size), results: lru.New(size), retries: lru.New(size), publications: lru.New(size), ready: lru.New(size)}
 }
 
 // Backoff of renders whose composed resources the API server refused:
@@ -705,6 +724,8 @@ func (m *memo) forget(uid types.UID) {
 	m.watches.Remove(uid)
 	m.results.Remove(uid)
 	m.retries.Remove(uid)
+	m.publications.Remove(uid)
+	m.ready.Remove(uid)
 }
 
 // emitResults turns the function results of a render into Events, when they

@@ -34,7 +34,8 @@ const (
 
 // writeStatus applies the XR's status after a render, unless the XR already
 // shows it: Synced from err, Ready from the composed resources, the status
-// fields the render writes and Loom's summary. After a render that failed as
+// fields the render writes, Loom's summary and the publication of the XR's
+// connection Secret (see Publication). After a render that failed as
 // a whole, the fields the renderer owns keep their observed values and only
 // Synced changes. A new error is also recorded as a Warning Event.
 func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, err error) error {
@@ -49,7 +50,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 		owned := ownedStatus(xr)
 		have, _, _ := unstructured.NestedMap(xr.Object, "status")
 		for k := range owned.fields {
-			if k == xcrd.FieldConditions {
+			if k == xcrd.FieldConditions || k == xcrd.FieldConnectionDetails {
 				continue
 			}
 			if v, ok := have[k]; ok {
@@ -57,7 +58,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 			}
 		}
 		for _, t := range owned.conditions {
-			if t == common.TypeSynced {
+			if t == common.TypeSynced || t == TypeConnectionDetailsReady {
 				continue
 			}
 			if c, ok := condition.Find(observed, t); ok {
@@ -83,6 +84,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 	if len(out.watched) > 0 {
 		status[xcrd.FieldWatchedResourceRefs] = watchedRefs(out.watched)
 	}
+	pub, handed := r.publication(xr)
+	if pub.Condition != nil {
+		want = append(want, *pub.Condition)
+	}
+	if pub.LastPublishedTime != "" {
+		status[xcrd.FieldConnectionDetails] = map[string]any{"lastPublishedTime": pub.LastPublishedTime}
+	}
 
 	want = condition.Settle(observed, metav1.Now(), want...)
 	status[xcrd.FieldConditions] = condition.List(want...)
@@ -106,16 +114,22 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 		}
 	}
 	if !change {
+		if handed {
+			r.memo.shown(xr.GetUID())
+		}
 		return nil
 	}
 	got, aerr := r.client.ApplyStatus(ctx, intent)
 	if aerr != nil {
 		return fmt.Errorf("cannot apply status of %s %q: %w", xr.GetKind(), xr.GetName(), aerr)
 	}
+	if handed {
+		r.memo.shown(xr.GetUID())
+	}
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		ready := readyCondition(out)
 		r.log.Debug("Wrote composite resource status", "kind", xr.GetKind(), "name", xr.GetName(),
-			"ready", ready.Status, "reason", ready.Reason, "message", ready.Message, "first", !hadReady(xr), "error", err)
+			"ready", ready.Status, "reason", ready.Reason, "message", ready.Message, "first", !hadReady(xr), "handedOver", handed, "error", err)
 	}
 	if becameReady(observed, want) {
 		telemetry.ObserveCompositeReady(ctx, xr.GetKind(), xr.GetCreationTimestamp().Time)

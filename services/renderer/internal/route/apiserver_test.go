@@ -172,8 +172,16 @@ func (e *env) mustGet(gvk schema.GroupVersionKind, namespace, name string) *unst
 }
 
 // provide plays the provider: it mirrors a NopResource's
-// spec.forProvider.fields to status.atProvider.fields and sets Ready=True.
+// spec.forProvider.fields to status.atProvider.fields and sets Ready=True
+// (long ago).
 func (e *env) provide(u *unstructured.Unstructured) {
+	e.t.Helper()
+	e.provideAt(u, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+}
+
+// provideAt plays the provider like provide, with a Ready condition that
+// turned True at t.
+func (e *env) provideAt(u *unstructured.Unstructured, t time.Time) {
 	e.t.Helper()
 	fields, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "fields")
 	status := &unstructured.Unstructured{Object: map[string]any{
@@ -181,7 +189,7 @@ func (e *env) provide(u *unstructured.Unstructured) {
 		"metadata": map[string]any{"name": u.GetName()},
 		"status": map[string]any{
 			"atProvider": map[string]any{"fields": fields},
-			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"}},
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": t.UTC().Format(time.RFC3339)}},
 		},
 	}}
 	if _, err := e.resource(u.GroupVersionKind(), "").ApplyStatus(e.t.Context(), u.GetName(), status, metav1.ApplyOptions{FieldManager: "test-provider", Force: true}); err != nil {

@@ -13,17 +13,22 @@
 // whose cause is a Secret comes from the secrets service (a connection
 // Secret its functions observe changed, or its stored connection details
 // are gone): the render then hands the XR's connection details over even
-// if they look unchanged (composite.Request.Republish).
+// if they look unchanged (composite.Request.Republish). A request that carries
+// a publication is the secrets service's hand-over of what it published for
+// the XR (composite.Publication), which the render writes to its status.
 package route
 
 import (
 	"context"
 	"log/slog"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
+	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/renderer/internal/composite"
@@ -119,5 +124,27 @@ func (h *Handler) Handle(ctx context.Context, r reconcile.Request) (reconcile.Re
 	if cause.GetGroup() == "" && cause.GetKind() == "Secret" {
 		req.Republish = true
 	}
+	req.Publication = publication(r.Event.GetPublication())
 	return h.composites.Reconcile(ctx, req)
+}
+
+// publication returns the publication the secrets service handed over in
+// p, or nil.
+func publication(p *eventsv1.Publication) *composite.Publication {
+	if p == nil {
+		return nil
+	}
+	out := &composite.Publication{}
+	if p.GetStatus() != "" {
+		out.Condition = &common.Condition{
+			Type:    composite.TypeConnectionDetailsReady,
+			Status:  corev1.ConditionStatus(p.GetStatus()),
+			Reason:  common.ConditionReason(p.GetReason()),
+			Message: p.GetMessage(),
+		}
+	}
+	if t := p.GetLastPublishedTime(); t != nil {
+		out.LastPublishedTime = t.AsTime().UTC().Format(time.RFC3339)
+	}
+	return out
 }

@@ -37,10 +37,34 @@ type memo struct {
 	// per version: the tracker's informer tells, without a request, which
 	// version is current. Only the fields the reconciler reads are kept.
 	secrets *lru.Cache // secret.Key to *corev1.Secret
+	// handOvers holds, per XR, the last publication handed over to the
+	// renderer, so that it is not handed over again before the XR's
+	// status shows it (or the XR changes without showing it: the hand-over
+	// was lost).
+	handOvers *lru.Cache // types.UID to handOver
+}
+
+// handOver is a publication handed over to the renderer.
+type handOver struct {
+	// key encodes the condition and lastPublishedTime handed over.
+	key string
+	// lastPublished is the lastPublishedTime handed over.
+	lastPublished string
+	// xrVersion is the XR's resourceVersion when it was handed over.
+	xrVersion string
 }
 
 func newMemo(size int) *memo {
-	return &memo{conflicts: lru.New(size), templates: lru.New(size), secrets: lru.New(size)}
+	return &memo{conflicts: lru.New(size), templates: lru.New(size), secrets: lru.New(size), handOvers: lru.New(size)}
+}
+
+// handedOver returns the last publication handed over for xr.
+func (m *memo) handedOver(xr types.UID) (handOver, bool) {
+	v, ok := m.handOvers.Get(xr)
+	if !ok {
+		return handOver{}, false
+	}
+	return v.(handOver), true //nolint:forcetypeassert // Only handOvers are stored.
 }
 
 // conflictsChanged reports whether the encoding of xr's conflicts differs
@@ -114,6 +138,7 @@ func (m *memo) putSecret(k secret.Key, s *corev1.Secret) {
 func (m *memo) forget(xr types.UID) {
 	m.conflicts.Remove(xr)
 	m.templates.Remove(xr)
+	m.handOvers.Remove(xr)
 }
 
 // forget drops what is recorded for a gone XR.

@@ -32,12 +32,17 @@
 //     namespace, controlled by the claim (the binder copies the XR's
 //     status.connectionDetails.lastPublishedTime to the claim's status
 //     with the rest of it, so this service writes no claim);
-//  6. applies its condition, ConnectionDetailsReady, and
+//  6. hands its condition, ConnectionDetailsReady, and
 //     status.connectionDetails.lastPublishedTime (set when the XR's Secret
-//     data changed) to the XR's status with server-side apply (field
-//     manager loom-secrets), only when they change.
+//     data changed) over to the renderer when they differ from what the
+//     XR shows: a request on the renderer's stream that carries them
+//     (events.v1.Publication), which the renderer writes with the rest of
+//     the XR's status. An XR whose Secret is published before it is Ready
+//     so gets one status write, not one per service. A hand-over is not
+//     repeated until the XR changes without showing it.
 //
-// Synced and Ready belong to the renderer and are never touched.
+// This service writes no XR: Synced and Ready belong to the renderer, which
+// also writes what this service hands over.
 //
 // # The condition
 //
@@ -81,6 +86,7 @@ import (
 	"github.com/loomxr/loom/pkg/event"
 	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/reconcile"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
 	"github.com/loomxr/loom/services/secrets/internal/kube"
@@ -111,11 +117,10 @@ const (
 	fieldWriteConnection = "writeConnectionSecretToRef"
 )
 
-// A Client reads objects and applies XR status (see kube.Client).
+// A Client reads objects (see kube.Client).
 type Client interface {
 	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error)
 	GetSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
-	ApplyStatus(ctx context.Context, intent *unstructured.Unstructured) (*unstructured.Unstructured, error)
 }
 
 // Definitions reads XRDs, Compositions and revisions (see definition.Cache).
@@ -137,6 +142,9 @@ type Tracker interface {
 	Track(xr tracker.Target, d tracker.Deps)
 	Forget(uid types.UID)
 	Metadata(k secret.Key) (*metav1.PartialObjectMetadata, bool)
+	// HandOver sends what this service published for the XR to the
+	// renderer, which writes it to the XR's status.
+	HandOver(ctx context.Context, xr tracker.Target, tenant string, p *eventsv1.Publication) error
 }
 
 // A Reconciler publishes XR connection Secrets. It is safe for concurrent
@@ -229,8 +237,9 @@ type xrState struct {
 func (r *Reconciler) reconcile(ctx context.Context, t tracker.Target) (outcome, error) {
 	var o outcome
 	// Every write that follows is guarded: Secrets by create-and-
-	// AlreadyExists or a resourceVersion precondition, the XR's and the
-	// claim's status by server-side apply. So the XR may come from the read
+	// AlreadyExists or a resourceVersion precondition; the hand-over is
+	// written by the renderer with server-side apply, and repeated while
+	// the XR does not show it. So the XR may come from the read
 	// path at any version it holds, also when the handled event names
 	// another object (a composed resource, a claim, a Secret): a newer XR
 	// brings an event of its own.

@@ -1,6 +1,7 @@
 package composite
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
 	"github.com/loomxr/loom/services/secrets/internal/fake"
 	"github.com/loomxr/loom/services/secrets/internal/secret"
@@ -34,12 +36,38 @@ var (
 // testTracker records what is tracked; its cache is the cluster's.
 type testTracker struct {
 	*fake.Cluster
-	tracked map[types.UID]tracker.Deps
+	tracked   map[types.UID]tracker.Deps
+	handOvers int
+	// lost, when set, drops hand-overs: a renderer that has not written
+	// them (yet).
+	lost []*eventsv1.Publication
+	drop bool
 }
 
 func (t *testTracker) Track(xr tracker.Target, d tracker.Deps) { t.tracked[xr.UID] = d }
 
 func (t *testTracker) Forget(uid types.UID) { delete(t.tracked, uid) }
+
+// HandOver plays the renderer: it applies p to the XR's status as the
+// renderer would (counted as fake.ApplyStatus), and counts the hand-over.
+func (t *testTracker) HandOver(ctx context.Context, xr tracker.Target, _ string, p *eventsv1.Publication) error {
+	t.handOvers++
+	if t.drop {
+		t.lost = append(t.lost, p)
+		return nil
+	}
+	status := map[string]any{}
+	if p.GetStatus() != "" {
+		status["conditions"] = []any{map[string]any{"type": string(TypeConnectionDetailsReady), "status": p.GetStatus(), "reason": p.GetReason(), "message": p.GetMessage()}}
+	}
+	if p.GetLastPublishedTime() != nil {
+		status["connectionDetails"] = map[string]any{"lastPublishedTime": p.GetLastPublishedTime().AsTime().UTC().Format(time.RFC3339)}
+	}
+	_, err := t.ApplyStatus(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": xr.GVK.GroupVersion().String(), "kind": xr.GVK.Kind, "metadata": map[string]any{"name": xr.Name}, "status": status,
+	}})
+	return err
+}
 
 // recorded is one Event.
 type recorded struct{ Type, Reason, Message string }
@@ -427,6 +455,66 @@ spec:
 				t.Errorf("\n%s\nReconcile(...) twice: events -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestHandOverOnce: a publication is handed over to the renderer once, not
+// on every reconcile until the XR shows it; again only when the XR changed
+// without showing it (the hand-over was lost), with the time of the
+// publication, not of the repetition.
+func TestHandOverOnce(t *testing.T) {
+	c := fake.New(claimGVK.GroupKind())
+	world(t, c, "db-abc", true)
+	trk := &testTracker{Cluster: c, tracked: map[types.UID]tracker.Deps{}, drop: true}
+	r := NewReconciler(c, definition.New(c, time.Hour), secret.New(c, c), trk)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r.now = func() time.Time { return now }
+	target := tracker.Target{GVK: xrGVK, Name: "db", UID: "xr-1"}
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), target); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	if trk.handOvers != 1 {
+		t.Fatalf("%d hand-overs after two reconciles of an unchanged XR, want 1", trk.handOvers)
+	}
+	if c.Calls()[fake.ApplyStatus] != 0 {
+		t.Errorf("the secrets service wrote the XR's status; the renderer writes it")
+	}
+
+	// The XR changes (another writer) without showing the publication.
+	c.Put(c.Object(xrGVK, "", "db"))
+	if _, err := r.Reconcile(t.Context(), target); err != nil {
+		t.Fatal(err)
+	}
+	if trk.handOvers != 2 {
+		t.Fatalf("%d hand-overs after the XR changed without showing the first, want 2", trk.handOvers)
+	}
+	first, again := trk.lost[0], trk.lost[1]
+	if first.GetStatus() != "True" || first.GetReason() != string(ReasonPublished) {
+		t.Errorf("hand-over %s/%s, want True/Published", first.GetStatus(), first.GetReason())
+	}
+	if want := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); !first.GetLastPublishedTime().AsTime().Equal(want) || !again.GetLastPublishedTime().AsTime().Equal(want) {
+		t.Errorf("lastPublishedTime handed over %v, then %v; want the publication's time %v both times",
+			first.GetLastPublishedTime().AsTime(), again.GetLastPublishedTime().AsTime(), want)
+	}
+
+	// Once the renderer writes it, nothing more is handed over.
+	trk.drop = false
+	c.Put(c.Object(xrGVK, "", "db"))
+	if _, err := r.Reconcile(t.Context(), target); err != nil {
+		t.Fatal(err)
+	}
+	n := trk.handOvers
+	if _, err := r.Reconcile(t.Context(), target); err != nil {
+		t.Fatal(err)
+	}
+	if trk.handOvers != n {
+		t.Errorf("a hand-over for an XR that shows it")
+	}
+	if got := xrCondition(c); got != "True/Published: Connection Secret system/xr-1 is published" {
+		t.Errorf("condition %q", got)
 	}
 }
 

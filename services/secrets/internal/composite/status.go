@@ -6,16 +6,17 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/reconcile"
+	"github.com/loomxr/loom/pkg/xcrd"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/secrets/internal/connection"
-	"github.com/loomxr/loom/services/secrets/internal/kube"
 )
 
 // condition returns the XR's ConnectionDetailsReady condition after a
@@ -57,65 +58,71 @@ func (r *Reconciler) fail(ctx context.Context, st *xrState, reason common.Condit
 	return nil
 }
 
-// writeStatus applies the condition and lastPublishedTime (now if the XR's
-// Secret changed) when they differ from the XR's, and records a Warning
-// event when a failure condition is new.
+// writeStatus hands the condition and lastPublishedTime (now if the XR's
+// Secret changed) over to the renderer, which writes them to the XR's status
+// with the rest of it, when they differ from what the XR shows; it records a
+// Warning event when it hands over a new failure condition. A hand-over is
+// not repeated until the XR changes without showing it.
 func (r *Reconciler) writeStatus(ctx context.Context, st *xrState, want common.Condition, set, published bool) error {
+	uid := st.xr.GetUID()
 	observed := condition.Observed(st.xr)
 	have, had := condition.Find(observed, TypeConnectionDetailsReady)
-	last, _, _ := unstructured.NestedString(st.xr.Object, "status", "connectionDetails", "lastPublishedTime")
+	shown, _, _ := unstructured.NestedString(st.xr.Object, "status", "connectionDetails", "lastPublishedTime")
+	prev, handed := r.memo.handedOver(uid)
+	last := shown
+	if published {
+		last = r.now().UTC().Format(time.RFC3339)
+	} else if handed && xcrd.PublishedAfter(prev.lastPublished, shown) {
+		// Handed over, not shown yet.
+		last = prev.lastPublished
+	}
 	if !set {
-		if !had && !published {
+		if !had && last == shown {
 			return nil
 		}
 		want, set = have, had
 	}
-	if set && !had && !published && want.Status == corev1.ConditionTrue && !wroteStatus(st.xr) {
+	if set && !had && last == shown && want.Status == corev1.ConditionTrue && !handed {
 		// Crossplane published this XR's Secret before Loom took over
-		// (the secrets service never wrote its status), and the Secret
+		// (Loom never handed a publication of it over), and the Secret
 		// is as Loom would write it: the condition, Loom's addition, is
 		// not worth a write on its own and comes with the next
 		// publication.
 		return nil
 	}
 	conditionChanged := set && (!had || !have.Equal(want))
-	if !conditionChanged && !published {
+	if !conditionChanged && last == shown {
 		return nil
 	}
-	want = condition.Settle(observed, metav1.NewTime(r.now()), want)[0]
-	if published {
-		last = r.now().UTC().Format(time.RFC3339)
-	}
-	status := map[string]any{}
+	p := &eventsv1.Publication{}
 	if set {
-		status["conditions"] = condition.List(want)
+		p.Status, p.Reason, p.Message = string(want.Status), string(want.Reason), want.Message
 	}
 	if last != "" {
-		status["connectionDetails"] = map[string]any{"lastPublishedTime": last}
+		if t, err := time.Parse(time.RFC3339, last); err == nil {
+			p.LastPublishedTime = timestamppb.New(t)
+		}
 	}
-	intent := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": st.xr.GetAPIVersion(),
-		"kind":       st.xr.GetKind(),
-		"metadata":   map[string]any{"name": st.xr.GetName()},
-		"status":     status,
-	}}
-	if _, err := r.client.ApplyStatus(ctx, intent); err != nil {
-		return fmt.Errorf("cannot apply the status of %s %q: %w", st.xr.GetKind(), st.xr.GetName(), err)
+	key := strings.Join([]string{p.Status, string(p.Reason), p.Message, last}, "\x00")
+	if handed && prev.key == key && prev.xrVersion == st.xr.GetResourceVersion() {
+		// Handed over already; the renderer has not written the XR's
+		// status since.
+		return nil
 	}
-	if conditionChanged && want.Status != corev1.ConditionTrue && want.Reason != ReasonWaitingForKeys {
+	if err := r.tracker.HandOver(ctx, st.target, claimNamespace(st.xr), p); err != nil {
+		return err
+	}
+	r.memo.handOvers.Add(uid, handOver{key: key, lastPublished: last, xrVersion: st.xr.GetResourceVersion()})
+	if conditionChanged && want.Status != corev1.ConditionTrue && want.Reason != ReasonWaitingForKeys && (!handed || prev.key != key) {
 		r.rec.Event(st.xr, event.TypeWarning, string(want.Reason), want.Message)
 	}
 	return nil
 }
 
-// wroteStatus reports whether the secrets service ever applied xr's status.
-func wroteStatus(xr *unstructured.Unstructured) bool {
-	for _, e := range xr.GetManagedFields() {
-		if e.Manager == kube.FieldManager && e.Subresource == "status" {
-			return true
-		}
-	}
-	return false
+// claimNamespace is the namespace of the XR's claim, or "".
+func claimNamespace(xr *unstructured.Unstructured) string {
+	ns, _, _ := unstructured.NestedString(xr.Object, "spec", "claimRef", "namespace")
+	return ns
 }
 
 // reportConflicts records a Warning event per key conflict when the XR's

@@ -460,6 +460,29 @@ func (t *Tracker) render(ctx context.Context, xr Target, m *metav1.PartialObject
 	}
 }
 
+// HandOver sends p, what this service published for xr, to the renderer,
+// which writes it to the XR's status with the rest of it (the XR's
+// ConnectionDetailsReady condition and
+// status.connectionDetails.lastPublishedTime). tenant is the namespace of
+// the XR's claim, if it has one.
+func (t *Tracker) HandOver(ctx context.Context, xr Target, tenant string, p *eventsv1.Publication) error {
+	ref := &eventsv1.ObjectRef{Group: xr.GVK.Group, Version: xr.GVK.Version, Kind: xr.GVK.Kind, Name: xr.Name, Uid: string(xr.UID)}
+	ev := &eventsv1.Event{
+		Object:       ref,
+		Type:         eventsv1.EventType_EVENT_TYPE_REQUEUE,
+		Target:       ref,
+		ObservedTime: timestamppb.Now(),
+		Reason:       "connection secret published",
+		Source:       t.source,
+		Tenant:       tenant,
+		Publication:  p,
+	}
+	if err := t.pub.Publish(ctx, t.services.Renderer, ev); err != nil {
+		return fmt.Errorf("cannot hand the publication of %s %q over to the renderer: %w", xr.GVK.Kind, xr.Name, err)
+	}
+	return nil
+}
+
 // event is a REQUEUE event for xr naming Secret m.
 func (t *Tracker) event(xr Target, m *metav1.PartialObjectMetadata, reason string) *eventsv1.Event {
 	return &eventsv1.Event{
