@@ -245,6 +245,12 @@ func clusterCheckReplicas(t *testing.T, js jetstream.JetStream) {
 		// when it first takes the partition, which may come after the
 		// service reports ready: wait for them.
 		err := poll.Wait(ctx, func(ctx context.Context) error {
+			// Each attempt has its own deadline: a JetStream API request
+			// that no server answers (the cluster's meta leader not
+			// elected yet, say) would otherwise use up the whole minute
+			// in one attempt.
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
 			st, err := js.Stream(ctx, name)
 			if err != nil {
 				return err

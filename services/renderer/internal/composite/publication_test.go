@@ -1,6 +1,7 @@
 package composite
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -102,6 +103,79 @@ func TestPublicationWaits(t *testing.T) {
 			got = max(r.holdWait(st, tc.out, nil), 0)
 			if diff := cmp.Diff(tc.wantHold, got); diff != "" {
 				t.Errorf("%s\nholdWait(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestProgressWait(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
+	xr := func(conds ...any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.org/v1", "kind": "XNop"}}
+		u.SetName("x")
+		u.SetUID("xr-1")
+		if len(conds) > 0 {
+			u.Object["status"] = map[string]any{"conditions": conds}
+		}
+		return u
+	}
+	synced := map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
+	failing := map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError"}
+	creating := map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}
+	available := map[string]any{"type": "Ready", "status": "True", "reason": "Available"}
+	unready := &rendered{resources: []composed{{name: "a"}, {name: "b", ready: true}}}
+	ready := &rendered{resources: []composed{{name: "a", ready: true}}}
+	cases := map[string]struct {
+		reason  string
+		xr      *unstructured.Unstructured
+		out     *rendered
+		err     error
+		written time.Duration // before now; zero: never written by this replica
+		want    time.Duration
+	}{
+		"Progress": {
+			reason: "Progress of an XR that stays not Ready waits for its next change, a first-status wait after the last write.",
+			xr:     xr(synced, creating), out: unready, written: 2 * time.Second,
+			want: DefaultFirstStatusWait - 2*time.Second,
+		},
+		"ProgressLater": {
+			reason: "Progress a first-status wait after the last write is written.",
+			xr:     xr(synced, creating), out: unready, written: DefaultFirstStatusWait,
+		},
+		"NotWrittenHere": {
+			reason: "A replica that has not written the XR's status writes its progress (after a restart, say).",
+			xr:     xr(synced, creating), out: unready,
+		},
+		"TurnsReady": {
+			reason: "Turning Ready is written at once.",
+			xr:     xr(synced, creating), out: ready, written: time.Second,
+		},
+		"TurnsUnready": {
+			reason: "Turning not Ready is written at once.",
+			xr:     xr(synced, available), out: unready, written: time.Second,
+		},
+		"FirstStatus": {
+			reason: "The first status is the first-status wait's business.",
+			xr:     xr(), out: unready, written: time.Second,
+		},
+		"Recovered": {
+			reason: "A render that succeeds after a failed one is written at once.",
+			xr:     xr(failing, creating), out: unready, written: time.Second,
+		},
+		"Fails": {
+			reason: "A failed render is written at once.",
+			xr:     xr(synced, creating), out: unready, err: errors.New("boom"), written: time.Second,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := NewReconciler(nil, nil, nil, WithClock(func() time.Time { return now }))
+			if tc.written > 0 {
+				r.memo.wroteStatus(tc.xr.GetUID(), now.Add(-tc.written))
+			}
+			got := max(r.progressWait(&state{xr: tc.xr}, tc.out, tc.err), 0)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nprogressWait(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

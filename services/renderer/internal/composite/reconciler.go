@@ -471,12 +471,15 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	if wait <= 0 {
 		wait = r.holdWait(st, out, synced)
 	}
+	if wait <= 0 {
+		wait = r.progressWait(st, out, synced)
+	}
 	switch {
 	case wait > 0:
 		// The first status waits for the XR to be Ready, a Ready
 		// status for the first publication of the XR's connection
-		// Secret, a publication handed over for the XR's next change
-		// (see below).
+		// Secret, a publication handed over and the XR's progress
+		// while it is not Ready for the XR's next change (see below).
 		r.log.Debug("Status waits", "kind", req.GVK.Kind, "name", req.Name, "wait", wait)
 	case stillUnready(st, out, synced) && reconcile.Superseded(ctx):
 		// The status would say the XR is not Ready (for the first time,
@@ -652,10 +655,11 @@ type memo struct {
 	retries      *lru.Cache // types.UID to its count of consecutive refused renders
 	publications *lru.Cache // types.UID to a Publication its status may not show yet
 	ready        *lru.Cache // types.UID to when a render first found it Ready, its Secret not published
+	written      *lru.Cache // types.UID to when this replica last wrote its status
 }
 
 func newMemo(size int) *memo {
-	return &memo{watches: lru.New(size), results: lru.New(size), retries: lru.New(size), publications: lru.New(size), ready: lru.New(size)}
+	return &memo{watches: lru.New(size), results: lru.New(size), retries: lru.New(size), publications: lru.New(size), ready: lru.New(size), written: lru.New(size)}
 }
 
 // Backoff of renders whose composed resources the API server refused:
@@ -726,6 +730,7 @@ func (m *memo) forget(uid types.UID) {
 	m.retries.Remove(uid)
 	m.publications.Remove(uid)
 	m.ready.Remove(uid)
+	m.written.Remove(uid)
 }
 
 // emitResults turns the function results of a render into Events, when they

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loomxr/loom/pkg/apis/common"
 	loomv1alpha1 "github.com/loomxr/loom/pkg/apis/loom/v1alpha1"
@@ -126,6 +127,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state, out *rendered, 
 	if handed {
 		r.memo.shown(xr.GetUID())
 	}
+	r.memo.wroteStatus(xr.GetUID(), r.now())
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		ready := readyCondition(out)
 		r.log.Debug("Wrote composite resource status", "kind", xr.GetKind(), "name", xr.GetName(),
@@ -382,4 +384,36 @@ func watchedRefs(refs []loomv1alpha1.WatchedResourceRef) []any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// progressWait returns how much longer a status that only restates that the
+// XR is still not Ready (another resource turned Ready, say) waits for the
+// XR's next change, or zero when it is written now: such progress is
+// written at most once per first-status wait (see WithFirstStatusWait) after
+// this replica's last status write of the XR, and folds into the XR's next
+// status, Ready usually, when that comes sooner. The first status, a failed
+// render, a render that succeeds after a failed one (Synced turns True),
+// and a turn to or from Ready are written at once.
+func (r *Reconciler) progressWait(st *state, out *rendered, err error) time.Duration {
+	if r.firstStatusWait <= 0 || !hadReady(st.xr) || !stillUnready(st, out, err) || !condition.IsTrue(st.xr, common.TypeSynced) {
+		return 0
+	}
+	last, ok := r.memo.statusWritten(st.xr.GetUID())
+	if !ok {
+		return 0
+	}
+	return r.firstStatusWait - r.now().Sub(last)
+}
+
+// wroteStatus records that this replica wrote the status of the XR uid at t.
+func (m *memo) wroteStatus(uid types.UID, t time.Time) { m.written.Add(uid, t) }
+
+// statusWritten returns when this replica last wrote the status of the XR
+// uid.
+func (m *memo) statusWritten(uid types.UID) (time.Time, bool) {
+	v, ok := m.written.Get(uid)
+	if !ok {
+		return time.Time{}, false
+	}
+	return v.(time.Time), true //nolint:forcetypeassert // Only times are stored.
 }

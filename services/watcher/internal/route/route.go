@@ -92,7 +92,9 @@
 // a new publication of a Ready XR's connection Secret, to the binder's
 // mirror of the claim (a claim that asks for a Secret turns Ready with it),
 // and a composed resource turning Ready (its Ready condition's status turned
-// True, Object.TurnedReady), to the renderer. The bus serves them before the
+// True, Object.TurnedReady), to the renderer and, when it reads the
+// resource's status into connection details, to the secrets service (the
+// XR's Ready waits for their publication). The bus serves them before the
 // rest of their tenants' requests (eventsv1.Event.Urgent), so that a claim whose
 // resources are Ready does not wait behind the backlog of new claims. Other
 // changes of a composed resource's status are not urgent: a status that
@@ -461,6 +463,14 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// new claims (the watcher bounds how often one target gets
 			// urgent deliveries).
 			deliver(true, true, "composed resource turned Ready", xr, Renderer)
+			if len(statusReaders) > 0 && statusReaders[0] == Secrets {
+				// Urgent for the secrets service too when it reads
+				// this status into connection details: the XR's Ready
+				// waits for their publication (the renderer's
+				// publication wait).
+				deliver(true, true, "composed resource turned Ready", xr, Secrets)
+				statusReaders = statusReaders[1:]
+			}
 			deliver(false, true, "composed resource status changed", xr, statusReaders...)
 		case o.StatusOnly:
 			// Not urgent: any other change of a status, which may be

@@ -428,13 +428,13 @@ func TestRoute(t *testing.T) {
 			},
 		},
 		"ComposedTurnedReady": {
-			reason: "A composed resource turning Ready is readiness progress: urgent for the renderer, which decides whether the XR is Ready, and for no one else.",
+			reason: "A composed resource turning Ready is readiness progress: urgent for the renderer, which decides whether the XR is Ready, and for the secrets service, which reads its status into connection details whose publication the XR's Ready waits for; not for the binder.",
 			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.TurnedReady = true; o.StatusFieldsChanged = true }),
 			roles:  RoleComposed,
 			want: []Delivery{
 				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
-				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
 			},
 		},
 		"ComposedConditionsOnly": {
