@@ -1,12 +1,14 @@
 package composite
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	v1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/condition"
 	"github.com/loomxr/loom/pkg/xcrd"
@@ -124,15 +126,16 @@ func shownPublication(xr *unstructured.Unstructured) Publication {
 // readyWait returns how much longer the XR's status waits for the
 // first publication of its connection Secret (see WithPublicationWait), or
 // zero when it is written now: the status would not turn the XR Ready, the
-// XR has no connection Secret, or its publication is known (handed over or
-// shown), or the wait is over. The wait counts from the first render that
+// XR has no connection Secret, its connection details do not follow its
+// resources' progress (see detailsFollowProgress), its publication is known
+// (handed over or shown), or the wait is over. The wait counts from the first render that
 // found the XR Ready (on this replica: condition times have whole seconds,
 // and another replica's clock may differ).
 func (r *Reconciler) readyWait(st *state, sel *selection, out *rendered, err error) time.Duration {
 	if r.publicationWait <= 0 || err != nil || out.failed || len(out.watched) > 0 || !st.xrd.GetScope().Legacy() {
 		return 0
 	}
-	if readyCondition(out).Status != corev1.ConditionTrue || condition.IsTrue(st.xr, common.TypeReady) {
+	if readyCondition(out).Status != corev1.ConditionTrue || condition.IsTrue(st.xr, common.TypeReady) || !detailsFollowProgress(sel.revision) {
 		return 0
 	}
 	if st.getString(xcrd.FieldWriteConnectionSecretToRef, "name") == "" && sel.patch[xcrd.FieldWriteConnectionSecretToRef] == nil {
@@ -152,4 +155,39 @@ func (m *memo) readySince(uid types.UID, now time.Time) time.Time {
 	}
 	m.ready.Add(uid, now)
 	return now
+}
+
+// detailsFollowProgress reports whether the connection details of an XR
+// composed with rev are typically completed by the progress that also turns
+// its resources Ready, so that the secrets service publishes them about when
+// the XR turns Ready: a provider's status (a FromFieldPath detail under
+// status) or connection Secret (FromConnectionSecretKey), or the functions
+// of a Pipeline, whose details the render hands over itself. Details that
+// are known from the start (FromValue, fields of the spec) are published
+// when the XR turns Ready (the secrets service hears of no creation before),
+// and a wait for them would only delay it.
+func detailsFollowProgress(rev *v1.CompositionRevision) bool {
+	if rev == nil {
+		return false
+	}
+	spec := &rev.Spec.CompositionSpec
+	if spec.GetMode() == v1.CompositionModePipeline {
+		return true
+	}
+	for i := range spec.Resources {
+		for j := range spec.Resources[i].ConnectionDetails {
+			d := &spec.Resources[i].ConnectionDetails[j]
+			switch d.GetType() {
+			case v1.ConnectionDetailTypeFromConnectionSecretKey:
+				return true
+			case v1.ConnectionDetailTypeFromFieldPath:
+				if p := d.FromFieldPath; p != nil && (*p == "status" || strings.HasPrefix(*p, "status.") || strings.HasPrefix(*p, "status[")) {
+					return true
+				}
+			case v1.ConnectionDetailTypeFromValue:
+				// Known from the start.
+			}
+		}
+	}
+	return false
 }

@@ -41,8 +41,9 @@ func TestPublicationWaits(t *testing.T) {
 		reason    string
 		xr        *unstructured.Unstructured
 		out       *rendered
-		handedAt  time.Duration // before now; zero: nothing handed over
-		seenReady time.Duration // before now; zero: never found Ready before
+		handedAt  time.Duration           // before now; zero: nothing handed over
+		seenReady time.Duration           // before now; zero: never found Ready before
+		rev       *v1.CompositionRevision // nil: details from a status
 		wantReady time.Duration
 		wantHold  time.Duration
 	}{
@@ -59,6 +60,18 @@ func TestPublicationWaits(t *testing.T) {
 		"ReadyWaitOver": {
 			reason: "The wait ends: a secrets service that never hands over shows.",
 			xr:     xr(true, creating), out: ready, seenReady: DefaultPublicationWait,
+		},
+		"DetailsKnownFromStart": {
+			reason: "Details known from the start are published when the XR turns Ready: nothing to wait for.",
+			xr:     xr(true, creating), out: ready,
+			rev: detailsRevision(v1.ConnectionDetail{Name: ptr("endpoint"), Type: ptr(v1.ConnectionDetailTypeFromValue), Value: ptr("db.example.org")},
+				v1.ConnectionDetail{Name: ptr("region"), FromFieldPath: ptr("spec.forProvider.region")}),
+		},
+		"DetailsFromSecret": {
+			reason: "A provider's connection Secret comes with its progress: wait.",
+			xr:     xr(true, creating), out: ready,
+			rev:       detailsRevision(v1.ConnectionDetail{FromConnectionSecretKey: ptr("password")}),
+			wantReady: DefaultPublicationWait,
 		},
 		"NoSecret": {
 			reason: "An XR without a connection Secret has nothing to wait for.",
@@ -96,7 +109,11 @@ func TestPublicationWaits(t *testing.T) {
 				r.memo.handOver(tc.xr.GetUID(), published, now.Add(-tc.handedAt))
 			}
 			st := &state{xr: tc.xr, xrd: xrd, machinery: []string{"spec"}}
-			got := max(r.readyWait(st, &selection{patch: map[string]any{}}, tc.out, nil), 0)
+			rev := tc.rev
+			if rev == nil {
+				rev = detailsRevision(v1.ConnectionDetail{Name: ptr("endpoint"), FromFieldPath: ptr("status.atProvider.endpoint")})
+			}
+			got := max(r.readyWait(st, &selection{patch: map[string]any{}, revision: rev}, tc.out, nil), 0)
 			if diff := cmp.Diff(tc.wantReady, got); diff != "" {
 				t.Errorf("%s\nreadyWait(...): -want, +got:\n%s", tc.reason, diff)
 			}
@@ -180,3 +197,12 @@ func TestProgressWait(t *testing.T) {
 		})
 	}
 }
+
+// detailsRevision is a CompositionRevision of one template with details ds.
+func detailsRevision(ds ...v1.ConnectionDetail) *v1.CompositionRevision {
+	rev := &v1.CompositionRevision{}
+	rev.Spec.Resources = []v1.ComposedTemplate{{Name: ptr("db"), ConnectionDetails: ds}}
+	return rev
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,6 +1,7 @@
 package route_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +36,10 @@ func (e *env) handOver(xr *unstructured.Unstructured, p *eventsv1.Publication) (
 func TestPublicationOnAPIServer(t *testing.T) {
 	e := startEnv(t)
 	e.establish(testXRD)
-	comp := e.apply(testComposition(1))
+	// The Composition's details read a composed resource's status: the
+	// secrets service publishes them as the resources turn Ready.
+	comp := e.apply(strings.Replace(testComposition(1), "    readinessChecks:\n    - type: MatchString",
+		"    connectionDetails:\n    - {name: phase, fromFieldPath: status.atProvider.fields.phase}\n    readinessChecks:\n    - type: MatchString", 1))
 	if _, _, err := e.handle(comp, nil); err != nil {
 		t.Fatal(err)
 	}
