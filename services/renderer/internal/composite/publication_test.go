@@ -15,18 +15,7 @@ import (
 func TestPublicationWaits(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
 	xrd := &v1.CompositeResourceDefinition{}
-	xr := func(secret bool, conds ...any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.org/v1", "kind": "XNop", "spec": map[string]any{}}}
-		u.SetName("x")
-		u.SetUID("xr-1")
-		if secret {
-			u.Object["spec"] = map[string]any{"writeConnectionSecretToRef": map[string]any{"name": "s", "namespace": "system"}}
-		}
-		if len(conds) > 0 {
-			u.Object["status"] = map[string]any{"conditions": conds}
-		}
-		return u
-	}
+	xr := testXR
 	// readyAt is a composed resource that turned Ready at t.
 	readyAt := func(t time.Time) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
@@ -127,15 +116,7 @@ func TestPublicationWaits(t *testing.T) {
 
 func TestProgressWait(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
-	xr := func(conds ...any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.org/v1", "kind": "XNop"}}
-		u.SetName("x")
-		u.SetUID("xr-1")
-		if len(conds) > 0 {
-			u.Object["status"] = map[string]any{"conditions": conds}
-		}
-		return u
-	}
+	xr := func(conds ...any) *unstructured.Unstructured { return testXR(false, conds...) }
 	synced := map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
 	failing := map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError"}
 	creating := map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}
@@ -206,3 +187,18 @@ func detailsRevision(ds ...v1.ConnectionDetail) *v1.CompositionRevision {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// testXR is XR x with the given conditions and, if secret, a connection
+// Secret.
+func testXR(secret bool, conds ...any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.org/v1", "kind": "XNop", "spec": map[string]any{}}}
+	u.SetName("x")
+	u.SetUID("xr-1")
+	if secret {
+		u.Object["spec"] = map[string]any{"writeConnectionSecretToRef": map[string]any{"name": "s", "namespace": "system"}}
+	}
+	if len(conds) > 0 {
+		u.Object["status"] = map[string]any{"conditions": conds}
+	}
+	return u
+}

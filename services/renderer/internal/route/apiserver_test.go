@@ -118,14 +118,18 @@ func (e *env) handle(target, cause *unstructured.Unstructured) (reconcile.Result
 	if cause == nil {
 		cause = target
 	}
+	return e.handleEvent(target, &eventsv1.Event{Object: ref(cause), Type: eventsv1.EventType_EVENT_TYPE_MODIFIED})
+}
+
+// handleEvent hands the handler ev for target, and returns what it
+// returned and the API requests it made.
+func (e *env) handleEvent(target *unstructured.Unstructured, ev *eventsv1.Event) (reconcile.Result, *kube.Tally, error) {
+	e.t.Helper()
 	tally := &kube.Tally{}
 	ctx := kube.WithTally(e.t.Context(), tally)
 	superseded := e.superseded
 	ctx = reconcile.WithSuperseded(ctx, func() bool { return superseded })
-	res, err := e.handler.Handle(ctx, reconcile.Request{
-		Event:  &eventsv1.Event{Object: ref(cause), Type: eventsv1.EventType_EVENT_TYPE_MODIFIED},
-		Target: ref(target),
-	})
+	res, err := e.handler.Handle(ctx, reconcile.Request{Event: ev, Target: ref(target)})
 	return res, tally, err
 }
 

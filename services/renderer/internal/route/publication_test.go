@@ -13,18 +13,10 @@ import (
 	"github.com/loomxr/loom/services/renderer/internal/kube"
 )
 
-// handOver hands the handler the secrets service's hand-over of p for xr,
-// and returns what it returned and the API requests it made.
+// handOver hands the handler the secrets service's hand-over of p for xr.
 func (e *env) handOver(xr *unstructured.Unstructured, p *eventsv1.Publication) (reconcile.Result, *kube.Tally, error) {
 	e.t.Helper()
-	tally := &kube.Tally{}
-	ctx := kube.WithTally(e.t.Context(), tally)
-	ctx = reconcile.WithSuperseded(ctx, func() bool { return false })
-	res, err := e.handler.Handle(ctx, reconcile.Request{
-		Event:  &eventsv1.Event{Object: ref(xr), Target: ref(xr), Type: eventsv1.EventType_EVENT_TYPE_REQUEUE, Publication: p},
-		Target: ref(xr),
-	})
-	return res, tally, err
+	return e.handleEvent(xr, &eventsv1.Event{Object: ref(xr), Target: ref(xr), Type: eventsv1.EventType_EVENT_TYPE_REQUEUE, Publication: p})
 }
 
 // TestPublicationOnAPIServer: the renderer writes what the secrets service
