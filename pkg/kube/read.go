@@ -56,9 +56,13 @@ import (
 // Without WithMirror, Get is a GET and nothing is cached.
 
 // DefaultCacheSize is how many objects the read path remembers by default.
-// At a few kilobytes an object it holds a few megabytes: memory stays flat
-// whatever the number of claims.
-const DefaultCacheSize = 2048
+// An entry answers the reads that follow a write of the object before the
+// watcher has mirrored the write, a few seconds at most, so a few hundred
+// are enough for hundreds of writes a second. Decoded objects are the
+// bulk of a worker's live heap (2,048 of them were more than half of the
+// renderer's under `make bench`), which the garbage collector marks on every
+// cycle; memory stays flat whatever the number of claims.
+const DefaultCacheSize = 512
 
 // A Mirror answers reads from the object mirror; *mirror.Reader satisfies
 // it. See mirror.Reader.Get and List for the contract.

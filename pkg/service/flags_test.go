@@ -2,6 +2,7 @@ package service
 
 import (
 	"flag"
+	"runtime/debug"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -76,32 +77,45 @@ func TestWorkerFlags(t *testing.T) {
 				Bus:         bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions},
 				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget},
 				Concurrency: 16,
+				GOGC:        DefaultWorkerGOGC,
 			},
 		},
 		"Environment": {
 			reason: "The bus's variables are shared, --concurrency's carries the service's prefix.",
 			env: map[string]string{"LOOM_BUS_REPLICAS": "3", "LOOM_BUS_PARTITIONS": "8", "LOOM_FAIR_KEY": "none",
-				"LOOM_TARGET_BUDGET": "5", "LOOM_TEST_CONCURRENCY": "4"},
+				"LOOM_TARGET_BUDGET": "5", "LOOM_TEST_CONCURRENCY": "4", "GOGC": "300"},
 			want: WorkerFlags{
 				Bus:         bus.Flags{Replicas: 3, Partitions: 8},
 				Scheduling:  bus.SchedulingFlags{FairKey: "none", TargetBudget: 5},
 				Concurrency: 4,
+				GOGC:        300,
+			},
+		},
+		"CollectorOff": {
+			reason: "GOGC=off, as the Go runtime reads it, turns the collector off.",
+			env:    map[string]string{"GOGC": "off"},
+			want: WorkerFlags{
+				Bus:         bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions},
+				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget},
+				Concurrency: 16,
+				GOGC:        -1,
 			},
 		},
 		"FlagsWin": {
 			reason: "Flags override the environment.",
-			env:    map[string]string{"LOOM_TEST_CONCURRENCY": "4", "LOOM_BUS_PARTITIONS": "8"},
-			args:   []string{"--concurrency=2", "--bus-partitions=4", "--bus-replicas=3"},
+			env:    map[string]string{"LOOM_TEST_CONCURRENCY": "4", "LOOM_BUS_PARTITIONS": "8", "GOGC": "300"},
+			args:   []string{"--concurrency=2", "--bus-partitions=4", "--bus-replicas=3", "--gogc=150"},
 			want: WorkerFlags{
 				Bus:         bus.Flags{Replicas: 3, Partitions: 4},
 				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget},
 				Concurrency: 2,
+				GOGC:        150,
 			},
 		},
 		"InvalidScheduling": {
 			reason:  "An invalid scheduling flag is an error from Options.",
 			args:    []string{"--fair-key=colour"},
-			want:    WorkerFlags{Bus: bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions}, Scheduling: bus.SchedulingFlags{FairKey: "colour", TargetBudget: bus.DefaultTargetBudget}, Concurrency: 16},
+			want:    WorkerFlags{Bus: bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions}, Scheduling: bus.SchedulingFlags{FairKey: "colour", TargetBudget: bus.DefaultTargetBudget}, Concurrency: 16, GOGC: DefaultWorkerGOGC},
 			wantErr: true,
 		},
 	}
@@ -119,12 +133,19 @@ func TestWorkerFlags(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("\n%s\nRegister(...): -want, +got:\n%s", tc.reason, diff)
 			}
+			// Options sets the process's collector: give the test binary
+			// its own setting back.
+			prev := debug.SetGCPercent(100)
+			t.Cleanup(func() { debug.SetGCPercent(prev) })
 			opts, err := got.Options()
 			if (err != nil) != tc.wantErr {
 				t.Errorf("\n%s\nOptions(): got error %v, want error %t", tc.reason, err, tc.wantErr)
 			}
 			if err == nil && len(opts) == 0 {
 				t.Errorf("\n%s\nOptions(): no options", tc.reason)
+			}
+			if applied := debug.SetGCPercent(100); err == nil && applied != tc.want.GOGC {
+				t.Errorf("\n%s\nOptions(): the collector's target is %d, want %d", tc.reason, applied, tc.want.GOGC)
 			}
 		})
 	}
