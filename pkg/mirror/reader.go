@@ -113,10 +113,15 @@ func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 	}
 }
 
+// decode decodes an entry (see codec.go) as unstructured.Unstructured's
+// UnmarshalJSON would.
 func decode(data []byte) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(data); err != nil {
+	m, err := decodeObject(data)
+	if err != nil {
 		return nil, err
 	}
-	return u, nil
+	if k, _ := m["kind"].(string); k == "" {
+		return nil, errors.New("the object has no kind")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }

@@ -41,7 +41,7 @@ func NewWriter(kv jetstream.KeyValue) *Writer {
 	return &Writer{kv: kv, writes: c}
 }
 
-// Put writes obj, as JSON, under its key, replacing what the key held. It is
+// Put writes obj, as JSON (see codec.go), under its key, replacing what the key held. It is
 // idempotent. It refuses a core Secret with ErrSecret.
 //
 // An object too large for one NATS message (the server's max_payload, 1 MiB
@@ -54,7 +54,7 @@ func (w *Writer) Put(ctx context.Context, obj *unstructured.Unstructured) error 
 		return fmt.Errorf("cannot mirror %s %s: %w", gk.Kind, obj.GetName(), ErrSecret)
 	}
 	k := KeyOf(gk, obj.GetNamespace(), obj.GetName())
-	data, err := obj.MarshalJSON()
+	data, err := encodeValue(make([]byte, 0, 4096), obj.Object)
 	if err != nil {
 		return fmt.Errorf("cannot encode %s %s: %w", gk.Kind, k.Name, err)
 	}
