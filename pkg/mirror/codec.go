@@ -206,76 +206,64 @@ func (d *decoder) value() (any, error) {
 }
 
 func (d *decoder) object() (any, error) {
-	d.pos++ // '{'
 	m := map[string]any{}
-	d.space()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
-		return m, nil
-	}
-	for {
-		d.space()
+	err := d.sequence('}', func() error {
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return nil, d.fail("expected a member name")
+			return d.fail("expected a member name")
 		}
 		k, err := d.string()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.space()
 		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
-			return nil, d.fail("expected ':'")
+			return d.fail("expected ':'")
 		}
 		d.pos++
 		d.space()
 		v, err := d.value()
-		if err != nil {
-			return nil, err
-		}
 		m[k] = v
-		d.space()
-		if d.pos >= len(d.data) {
-			return nil, d.fail("unexpected end of an object")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			return m, nil
-		default:
-			return nil, d.fail("expected ',' or '}'")
-		}
-	}
+		return err
+	})
+	return m, err
 }
 
 func (d *decoder) array() (any, error) {
-	d.pos++ // '['
 	a := []any{}
+	err := d.sequence(']', func() error {
+		v, err := d.value()
+		a = append(a, v)
+		return err
+	})
+	return a, err
+}
+
+// sequence reads the members of an object or the elements of an array, one
+// by each call of one, up to end; d.pos is at the opening bracket.
+func (d *decoder) sequence(end byte, one func() error) error {
+	d.pos++
 	d.space()
-	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+	if d.pos < len(d.data) && d.data[d.pos] == end {
 		d.pos++
-		return a, nil
+		return nil
 	}
 	for {
 		d.space()
-		v, err := d.value()
-		if err != nil {
-			return nil, err
+		if err := one(); err != nil {
+			return err
 		}
-		a = append(a, v)
 		d.space()
 		if d.pos >= len(d.data) {
-			return nil, d.fail("unexpected end of an array")
+			return d.fail("unexpected end")
 		}
 		switch d.data[d.pos] {
 		case ',':
 			d.pos++
-		case ']':
+		case end:
 			d.pos++
-			return a, nil
+			return nil
 		default:
-			return nil, d.fail("expected ',' or ']'")
+			return d.fail("expected ',' or '" + string(end) + "'")
 		}
 	}
 }
