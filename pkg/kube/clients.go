@@ -36,7 +36,7 @@ type Clients struct {
 
 // NewClients makes the clients from rc, which it keeps and does not copy.
 func NewClients(rc *rest.Config) (*Clients, error) {
-	dyn, err := dynamic.NewForConfig(rc)
+	dyn, err := NewDynamic(rc)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create dynamic client: %w", err)
 	}

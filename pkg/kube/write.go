@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/loomxr/loom/pkg/objjson"
 )
 
 // Client reads objects of any kind through Resources and writes them as one
@@ -63,8 +64,18 @@ func (c *Client) Apply(ctx context.Context, intent *unstructured.Unstructured, f
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.Apply(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: c.manager, Force: force})
+	out, err := apply(ctx, r, intent, metav1.ApplyOptions{FieldManager: c.manager, Force: force})
 	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
+}
+
+// apply is the dynamic client's Apply with the body encoded by package
+// objjson: an apply patch of JSON, which is YAML.
+func apply(ctx context.Context, r dynamic.ResourceInterface, intent *unstructured.Unstructured, opts metav1.ApplyOptions, subresources ...string) (*unstructured.Unstructured, error) {
+	body, err := objjson.Append(make([]byte, 0, 2048), intent.Object)
+	if err != nil {
+		return nil, fmt.Errorf("cannot encode %s %s: %w", intent.GetKind(), intent.GetName(), err)
+	}
+	return r.Patch(ctx, intent.GetName(), types.ApplyYAMLPatchType, body, opts.ToPatchOptions(), subresources...)
 }
 
 // ApplyStatus server-side applies intent to the status subresource, forcing
@@ -74,14 +85,14 @@ func (c *Client) ApplyStatus(ctx context.Context, intent *unstructured.Unstructu
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.ApplyStatus(ctx, intent.GetName(), intent, metav1.ApplyOptions{FieldManager: c.manager, Force: true})
+	out, err := apply(ctx, r, intent, metav1.ApplyOptions{FieldManager: c.manager, Force: true}, "status")
 	return c.Written(intent.GroupVersionKind(), intent.GetNamespace(), intent.GetName(), out, err)
 }
 
 // MergePatch sends a JSON merge patch (RFC 7386): lists in patch replace the
 // object's lists whole, and a nil value removes a field whoever owns it.
 func (c *Client) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch map[string]any) (*unstructured.Unstructured, error) {
-	b, err := json.Marshal(patch)
+	b, err := objjson.Append(nil, patch)
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode patch: %w", err)
 	}

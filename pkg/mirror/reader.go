@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loomxr/loom/pkg/objjson"
 )
 
 // A Reader reads objects from the mirror. Its methods are safe for
@@ -44,7 +46,7 @@ func (r *Reader) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace
 	if err != nil {
 		return nil, Unknown, fmt.Errorf("cannot read %s %s from the mirror: %w", gvk.Kind, name, err)
 	}
-	u, err := decode(e.Value())
+	u, err := objjson.DecodeObject(e.Value())
 	if err != nil {
 		return nil, Unknown, fmt.Errorf("cannot decode %s %s from the mirror: %w", gvk.Kind, name, err)
 	}
@@ -99,7 +101,7 @@ func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 				})
 				return out, nil
 			}
-			u, err := decode(e.Value())
+			u, err := objjson.DecodeObject(e.Value())
 			if err != nil {
 				return nil, fmt.Errorf("cannot decode %s from the mirror: %w", e.Key(), err)
 			}
@@ -111,17 +113,4 @@ func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 			}
 		}
 	}
-}
-
-// decode decodes an entry (see codec.go) as unstructured.Unstructured's
-// UnmarshalJSON would.
-func decode(data []byte) (*unstructured.Unstructured, error) {
-	m, err := decodeObject(data)
-	if err != nil {
-		return nil, err
-	}
-	if k, _ := m["kind"].(string); k == "" {
-		return nil, errors.New("the object has no kind")
-	}
-	return &unstructured.Unstructured{Object: m}, nil
 }

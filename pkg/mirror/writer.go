@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loomxr/loom/pkg/objjson"
 )
 
 // Operations and outcomes recorded by the writes metric.
@@ -41,7 +43,7 @@ func NewWriter(kv jetstream.KeyValue) *Writer {
 	return &Writer{kv: kv, writes: c}
 }
 
-// Put writes obj, as JSON (see codec.go), under its key, replacing what the key held. It is
+// Put writes obj, as JSON (package objjson), under its key, replacing what the key held. It is
 // idempotent. It refuses a core Secret with ErrSecret.
 //
 // An object too large for one NATS message (the server's max_payload, 1 MiB
@@ -54,7 +56,7 @@ func (w *Writer) Put(ctx context.Context, obj *unstructured.Unstructured) error 
 		return fmt.Errorf("cannot mirror %s %s: %w", gk.Kind, obj.GetName(), ErrSecret)
 	}
 	k := KeyOf(gk, obj.GetNamespace(), obj.GetName())
-	data, err := encodeValue(make([]byte, 0, 4096), obj.Object)
+	data, err := objjson.Append(make([]byte, 0, 4096), obj.Object)
 	if err != nil {
 		return fmt.Errorf("cannot encode %s %s: %w", gk.Kind, k.Name, err)
 	}

@@ -2,10 +2,10 @@ package object
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/loomxr/loom/pkg/impersonate"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 )
 
 // An Impersonator hands out Clients that act as another user (in practice
@@ -19,7 +19,7 @@ type Impersonator = impersonate.Clients[*Client]
 // list metadata.
 func NewImpersonator(cfg *rest.Config, mapper meta.ResettableRESTMapper, manager string) *Impersonator {
 	return impersonate.New(cfg, func(cfg *rest.Config) (*Client, error) {
-		dyn, err := dynamic.NewForConfig(cfg)
+		dyn, err := kitkube.NewDynamic(cfg)
 		if err != nil {
 			return nil, err
 		}

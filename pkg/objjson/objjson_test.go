@@ -1,4 +1,4 @@
-package mirror
+package objjson
 
 import (
 	"encoding/json"
@@ -58,16 +58,16 @@ var decodeCases = []string{
 func TestDecodeAgrees(t *testing.T) {
 	for _, in := range decodeCases {
 		want, wantErr := standard([]byte(in))
-		got, gotErr := decode([]byte(in))
+		got, gotErr := DecodeObject([]byte(in))
 		if (wantErr != nil) != (gotErr != nil) {
-			t.Errorf("decode(%q): error %v, the standard decoder's %v", in, gotErr, wantErr)
+			t.Errorf("DecodeObject(%q): error %v, the standard decoder's %v", in, gotErr, wantErr)
 			continue
 		}
 		if wantErr != nil {
 			continue
 		}
 		if diff := cmp.Diff(want, got.Object); diff != "" {
-			t.Errorf("decode(%q): -standard, +codec:\n%s", in, diff)
+			t.Errorf("DecodeObject(%q): -standard, +codec:\n%s", in, diff)
 		}
 	}
 }
@@ -96,7 +96,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 			continue
 		}
 		want := former(t, obj)
-		data, err := encodeValue(nil, obj)
+		data, err := Append(nil, obj)
 		if err != nil {
 			t.Errorf("encode(%q): %v", in, err)
 			continue
@@ -135,28 +135,28 @@ func TestEncodeValues(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			data, err := encodeValue(nil, tc.in)
+			data, err := Append(nil, tc.in)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("encode(): error %v, want error %t", err, tc.wantErr)
 			}
 			if err != nil {
 				return
 			}
-			got, err := decodeObject(data)
+			got, err := Decode(data)
 			if err != nil {
-				t.Fatalf("decodeObject(%q): %v", data, err)
+				t.Fatalf("Decode(%q): %v", data, err)
 			}
 			if diff := cmp.Diff(tc.want, any(got)); diff != "" {
-				t.Errorf("decode(encode()): -want, +got:\n%s", diff)
+				t.Errorf("DecodeObject(encode()): -want, +got:\n%s", diff)
 			}
 		})
 	}
 }
 
 func TestDecodeSyntaxError(t *testing.T) {
-	_, err := decodeObject([]byte(`{"a":[1,}`))
-	if !errors.Is(err, errSyntax) || !strings.Contains(err.Error(), "offset 8") {
-		t.Errorf("decodeObject(bad): %v, want a syntax error at offset 8", err)
+	_, err := Decode([]byte(`{"a":[1,}`))
+	if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "offset 8") {
+		t.Errorf("Decode(bad): %v, want a syntax error at offset 8", err)
 	}
 }
 
@@ -166,23 +166,23 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		want, wantErr := standard(in)
-		got, gotErr := decode(in)
+		got, gotErr := DecodeObject(in)
 		if (wantErr != nil) != (gotErr != nil) {
-			t.Fatalf("decode(%q): error %v, the standard decoder's %v", in, gotErr, wantErr)
+			t.Fatalf("DecodeObject(%q): error %v, the standard decoder's %v", in, gotErr, wantErr)
 		}
 		if wantErr != nil {
 			return
 		}
 		if diff := cmp.Diff(want, got.Object); diff != "" {
-			t.Fatalf("decode(%q): -standard, +codec:\n%s", in, diff)
+			t.Fatalf("DecodeObject(%q): -standard, +codec:\n%s", in, diff)
 		}
-		data, err := encodeValue(nil, got.Object)
+		data, err := Append(nil, got.Object)
 		if err != nil {
-			t.Fatalf("encode(decode(%q)): %v", in, err)
+			t.Fatalf("encode(DecodeObject(%q)): %v", in, err)
 		}
 		again, err := standard(data)
 		if err != nil {
-			t.Fatalf("standard(encode(decode(%q))) of %q: %v", in, data, err)
+			t.Fatalf("standard(encode(DecodeObject(%q))) of %q: %v", in, data, err)
 		}
 		if diff := cmp.Diff(former(t, want), again); diff != "" {
 			t.Fatalf("round trip of %q: -want, +got:\n%s", in, diff)
@@ -194,7 +194,7 @@ func BenchmarkDecode(b *testing.B) {
 	data := []byte(sample)
 	b.Run("codec", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := decode(data); err != nil {
+			if _, err := DecodeObject(data); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -216,7 +216,7 @@ func BenchmarkEncode(b *testing.B) {
 	obj := &unstructured.Unstructured{Object: u}
 	b.Run("codec", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := encodeValue(make([]byte, 0, 4096), obj.Object); err != nil {
+			if _, err := Append(make([]byte, 0, 4096), obj.Object); err != nil {
 				b.Fatal(err)
 			}
 		}
