@@ -4,8 +4,6 @@ import (
 	"flag"
 	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
 
 	"k8s.io/client-go/rest"
 
@@ -79,14 +77,10 @@ func (f *WorkerFlags) Register(fs *flag.FlagSet, env string, concurrency int) {
 // envGOGC returns the environment's GOGC as the Go runtime reads it ("off"
 // is -1), or def when it is unset or not a number.
 func envGOGC(def int) int {
-	v := strings.TrimSpace(os.Getenv("GOGC"))
-	if v == "off" {
+	if os.Getenv("GOGC") == "off" {
 		return -1
 	}
-	if n, err := strconv.Atoi(v); err == nil {
-		return n
-	}
-	return def
+	return EnvInt("GOGC", def)
 }
 
 // Options returns the Worker options the flags ask for, or an error naming
