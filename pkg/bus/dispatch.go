@@ -44,14 +44,15 @@ type target struct {
 	// pm is the event it waits with while waiting or deferred; nil while
 	// running (the handling goroutine holds it).
 	pm     *pending
-	urgent bool         // an urgent event came for it: wait in the urgent lane
-	resync bool         // only resync events came for it: wait in the resync lane
-	room   int          // the lane whose look-ahead room it holds, or -1
-	entry  *entry       // its place in the scheduler, while waiting
-	timer  *time.Timer  // while deferred
-	held   *pending     // the newest event that arrived meanwhile, not yet handled
-	folded int          // older events that held superseded
-	links  []trace.Link // of the folded events
+	urgent bool          // an urgent event came for it: wait in the urgent lane
+	resync bool          // only resync events came for it: wait in the resync lane
+	room   int           // the lane whose look-ahead room it holds, or -1
+	entry  *entry        // its place in the scheduler, while waiting
+	timer  *time.Timer   // while deferred
+	unhold chan struct{} // while held (see hold): closed when the hold ends
+	held   *pending      // the newest event that arrived meanwhile, not yet handled
+	folded int           // older events that held superseded
+	links  []trace.Link  // of the folded events
 }
 
 // isUrgent reports whether a message came through a partition's urgent lane.
@@ -291,9 +292,62 @@ func (l *lease) wake(t *target) {
 		return
 	}
 	t.state = stateNew
-	t.timer = nil
+	t.endWait()
 	l.mu.Unlock()
 	l.schedule(t)
+}
+
+// endWait stops the timer of a deferred or held target and ends its hold.
+// The caller holds the lease's mutex.
+func (t *target) endWait() {
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	if t.unhold != nil {
+		close(t.unhold)
+		t.unhold = nil
+	}
+}
+
+// hold defers a target whose handler asked to wait (Result.Wait) with its
+// newest event pm, holding no slot and no look-ahead room, until res.Wait is
+// closed or res.RequeueAfter (reconcile.DefaultHoldTimeout when not
+// positive) has passed. pm stays unsettled meanwhile (heartbeatIdle keeps it
+// from redelivery); a newer event that arrives is folded as for any
+// deferred target. The caller owns t, which is running, and has released
+// its slot.
+func (l *lease) hold(t *target, pm *pending, links []trace.Link, res Result) {
+	w := l.w
+	d := res.RequeueAfter
+	if d <= 0 {
+		d = reconcile.DefaultHoldTimeout
+	}
+	l.mu.Lock()
+	t.pm = pm
+	t.links = append(links, t.links...)
+	if l.stopping() {
+		// abandonIdle has run or is about to, and will not see t: give
+		// its events back here.
+		t.state = stateNew
+		l.mu.Unlock()
+		l.abandon(t)
+		return
+	}
+	t.state = stateDeferred
+	pm.at = time.Now()
+	t.timer = time.AfterFunc(d, func() { l.wake(t) })
+	unhold := make(chan struct{})
+	t.unhold = unhold
+	l.mu.Unlock()
+	w.metrics.throttled(w.service, t.kind, "wait")
+	go func() {
+		select {
+		case <-res.Wait:
+			l.wake(t)
+		case <-unhold:
+		}
+	}()
 }
 
 // start runs a waiting target in the slot of pool p it was granted.
@@ -342,9 +396,7 @@ func (l *lease) abandonIdle() {
 	var idle []*target
 	for _, t := range l.targets {
 		if t.state == stateWaiting || t.state == stateDeferred {
-			if t.timer != nil {
-				t.timer.Stop()
-			}
+			t.endWait()
 			t.state = stateNew // owned by this function now: start and wake let go
 			idle = append(idle, t)
 		}
@@ -447,11 +499,23 @@ func (l *lease) handle(t *target, pm *pending, p pool) {
 		l.mu.Lock()
 		next, folded, links = t.take(pm)
 		stopping := l.stopping()
-		if next == nil || stopping {
+		held := err == nil && res.Wait != nil && !stopping
+		if (next == nil || stopping) && !held {
 			delete(l.targets, t.uid)
 		}
 		l.mu.Unlock()
 
+		if held {
+			// The handler waits on its own state: keep the newest event
+			// unsettled and give the slot up until it may go on.
+			if next != nil {
+				l.supersede(pm, next, folded, d, nil)
+				pm = next
+			}
+			w.sched.release(p)
+			l.hold(t, pm, links, res)
+			return
+		}
 		switch {
 		case next != nil && !stopping:
 			// A newer event replaced this one in the stream: handle it now,

@@ -184,6 +184,13 @@
 //     of the target is still in the stream and comes back no later (within
 //     a tenth of the delay, at most a second): a handler that waits for one
 //     deadline whatever lane's event it handles keeps one timer.
+//   - Result.Wait (no error): the target is held in memory with its newest
+//     event unsettled (InProgress heartbeats), holding no slot and no
+//     look-ahead room, until the channel is closed or RequeueAfter has
+//     passed (reconcile.DefaultHoldTimeout by default), then handled again;
+//     newer events meanwhile are folded into it. For a handler that waits on
+//     its own process's state, such as the renderer's admission of a
+//     tenant's new composed resources.
 //   - error: NakWithDelay with exponential backoff (cenkalti/backoff, from the
 //     delivery count), until delivery MaxDeliver, then dead-letter and Term.
 //   - reconcile.Terminal(err): dead-letter and Term at once.

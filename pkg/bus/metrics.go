@@ -70,7 +70,7 @@ func newMetrics() *metrics {
 	rdg, _ := m.Int64ObservableGauge("loom.bus.consumer.redelivered",
 		metric.WithDescription("Events of a partition's consumer that JetStream is delivering again and that are not yet acknowledged, by service and partition (reported by the owner)."))
 	thr, _ := m.Int64Counter("loom.bus.targets.throttled",
-		metric.WithDescription("Handlings of a target deferred, holding no slot, by service, target kind and reason (backoff: it failed lately; budget: it ran its budget of runs this minute)."))
+		metric.WithDescription("Handlings of a target deferred, holding no slot, by service, target kind and reason (backoff: it failed lately; budget: it ran its budget of runs this minute; wait: its handler asked to wait for its own state, Result.Wait)."))
 	runs, _ := m.Int64Counter("loom.bus.handler.runs",
 		metric.WithDescription("Handler calls, by service, target kind, pool (main; resync for main-pool slots lent to resync requests; quarantine for targets that failed or were throttled lately) and failed (true, false)."))
 	qw, _ := m.Float64Histogram("loom.bus.queue.wait", metric.WithUnit("s"),

@@ -1046,3 +1046,61 @@ func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
 }
 func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
 func (c *logCounter) WithGroup(string) slog.Handler      { return c }
+
+// A handler that asks to wait (Result.Wait) gives its slot up: another
+// target runs meanwhile in a worker of one slot, a newer event for the held
+// target is folded into it, and closing the channel runs it once more, with
+// the newest event; a hold that nobody ends lasts RequeueAfter.
+func TestHoldGivesSlotUp(t *testing.T) {
+	h := newHarness(t, heldConfig())
+	gate := make(chan struct{})
+	var (
+		mu   sync.Mutex
+		runs = map[string][]string{} // resourceVersions handled, by target UID
+	)
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.Target.GetUid()
+		runs[id] = append(runs[id], r.Event.GetResourceVersion())
+		switch {
+		case id == uid(1) && len(runs[id]) == 1:
+			return bus.Result{Wait: gate, RequeueAfter: time.Hour}, nil
+		case id == uid(3) && len(runs[id]) == 1:
+			return bus.Result{Wait: make(chan struct{}), RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return bus.Result{}, nil
+	}), bus.WithConcurrency(1))
+	count := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs[id])
+	}
+	pub := h.publisher()
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(1), 1)); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, arrival, "the first run of the held target", func() bool { return count(uid(1)) == 1 })
+	for _, ev := range []*eventsv1.Event{event(uid(2), 1), event(uid(3), 1), event(uid(1), 2)} {
+		if err := pub.Publish(t.Context(), bus.Renderer, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.True(t, arrival, "another target to run in the only slot while the first is held", func() bool { return count(uid(2)) == 1 })
+	poll.True(t, arrival, "a hold nobody ends to last its RequeueAfter", func() bool { return count(uid(3)) == 2 })
+	if n := count(uid(1)); n != 1 {
+		t.Fatalf("the held target ran %d times before its channel was closed; want 1", n)
+	}
+	close(gate)
+	poll.True(t, arrival, "the held target to run again and every event to be settled", func() bool {
+		return count(uid(1)) == 2 && h.workPending(bus.Renderer) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got := runs[uid(1)]; got[1] != "2" {
+		t.Errorf("the held target ran again with resourceVersions %v; want the newest event (2) second", got)
+	}
+	if dls, _ := bus.ListDeadLetters(t.Context(), h.js, ""); len(dls) != 0 {
+		t.Errorf("held events dead-lettered: %+v", dls)
+	}
+}

@@ -61,10 +61,22 @@ type Result struct {
 	// RequeueAfter, when positive, asks for the target to be handled again
 	// after this long. It implies Requeue.
 	RequeueAfter time.Duration
+	// Wait, when not nil, holds the target: its event stays unsettled, in
+	// the runtime's memory, holding no handler slot, until Wait is closed
+	// or RequeueAfter has passed (DefaultHoldTimeout when RequeueAfter is
+	// not positive), whichever comes first; then the target is handled
+	// again with its newest event. It is for work that waits on this
+	// process's own state (an admission budget, say), which must let it go
+	// as soon as it can proceed; an error overrides it.
+	Wait <-chan struct{}
 }
 
+// DefaultHoldTimeout is the longest a Result.Wait holds a target when the
+// Result sets no RequeueAfter.
+const DefaultHoldTimeout = time.Minute
+
 // IsZero reports whether r asks for nothing more.
-func (r Result) IsZero() bool { return !r.Requeue && r.RequeueAfter <= 0 }
+func (r Result) IsZero() bool { return !r.Requeue && r.RequeueAfter <= 0 && r.Wait == nil }
 
 // Handler reconciles one target. The runtime calls it with a context that
 // carries the event's trace and is cancelled when the handling must stop (a
