@@ -264,6 +264,22 @@ func (r *Resources) get(ctx context.Context, gvk schema.GroupVersionKind, namesp
 		// handled event.
 		r.count(ctx, sourceOwn)
 		return own.DeepCopy(), nil
+	case err == nil && st == mirror.Unknown:
+		// Never seen by the watcher (or held at another version of the
+		// kind): only the API server can answer.
+		u, gerr := r.getAPI(ctx, gvk, namespace, name)
+		if kerrors.IsNotFound(gerr) {
+			// Neither knows it: it does not exist yet, or no longer. An
+			// entry the mirror gets later is the watcher's news of its
+			// creation (or, from a watcher behind by a creation and a
+			// deletion both older than this answer, as stale as any
+			// entry, which guarded writes tolerate): the next read may
+			// take it rather than GET again. Where the mirror held the
+			// object, NotFound keeps the next read a GET (Written): the
+			// entry is what is left of a deleted object.
+			r.read.cache.Remove(k)
+		}
+		return u, gerr
 	default:
 		// Stale, Unknown (never seen, or deleted: an entry we hold may be
 		// all that is left of it), or a mirror that cannot be read: only

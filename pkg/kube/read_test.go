@@ -202,6 +202,30 @@ func TestReadPath(t *testing.T) {
 			read:   step{ctx: func(ctx context.Context) context.Context { return handling(ctx, widget("current", "", ""), "10") }, gvk: gvkWidget, name: "current"},
 			want:   want{gets: 1, size: "api"},
 		},
+		"NotFoundThenMirrored": {
+			reason: "After a GET found nothing the mirror had no entry of either, an entry the mirror gets later answers the next read.",
+			before: func(r *Resources) {
+				if _, err := r.Get(Guarded(t.Context()), gvkWidget, "team-a", "late"); !kerrors.IsNotFound(err) {
+					t.Fatalf("first read of late: %v; want NotFound", err)
+				}
+				if err := mw.Put(t.Context(), widget("late", "20", "mirror-late")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			read: step{ctx: Guarded, gvk: gvkWidget, name: "late"},
+			want: want{size: "mirror-late"},
+		},
+		"NotFoundWhileMirrored": {
+			reason: "After a GET found nothing where the mirror holds the object, the mirror's entry is what is left of a deleted object: the next read is a GET.",
+			before: func(r *Resources) {
+				ctx := handling(t.Context(), widget("ghost", "", ""), "10")
+				if _, err := r.Get(ctx, gvkWidget, "team-a", "ghost"); !kerrors.IsNotFound(err) {
+					t.Fatalf("first read of ghost: %v; want NotFound", err)
+				}
+			},
+			read: step{ctx: Guarded, gvk: gvkWidget, name: "ghost"},
+			want: want{gets: 1, notFound: true},
+		},
 		"GETIsRemembered": {
 			reason: "A GET's answer is remembered like a write's: it answers the next read of an event at its version.",
 			before: func(r *Resources) { _, _ = r.Get(t.Context(), gvkWidget, "team-a", "unseen") },
@@ -216,7 +240,7 @@ func TestReadPath(t *testing.T) {
 		},
 	}
 
-	for _, o := range []*unstructured.Unstructured{widget("behind", "5", "mirror-old"), widget("current", "10", "mirror")} {
+	for _, o := range []*unstructured.Unstructured{widget("behind", "5", "mirror-old"), widget("current", "10", "mirror"), widget("ghost", "5", "mirror-ghost")} {
 		if err := mw.Put(t.Context(), o); err != nil {
 			t.Fatal(err)
 		}

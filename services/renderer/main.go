@@ -85,6 +85,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -123,6 +124,7 @@ type flags struct {
 	firstStatusWait time.Duration
 	unobservedWait  time.Duration
 	publicationWait time.Duration
+	admissionLimit  int
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -136,6 +138,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"how long after its composed resources' creation a composite resource's first status may wait, beyond --first-status-wait, while one of them that is not Ready has no status yet (its provider has not looked at it); 0: no longer than --first-status-wait (env LOOM_RENDERER_UNOBSERVED_WAIT)")
 	fs.DurationVar(&f.publicationWait, "publication-wait", service.EnvDuration("LOOM_RENDERER_PUBLICATION_WAIT", composite.DefaultPublicationWait),
 		"how long after its last composed resource turned Ready a composite resource's Ready status may wait for the first publication of its connection Secret, so that both are written at once; 0 writes Ready at once (env LOOM_RENDERER_PUBLICATION_WAIT)")
+	fs.IntVar(&f.admissionLimit, "admission-limit", service.EnvInt("LOOM_RENDERER_ADMISSION_LIMIT", composite.DefaultAdmissionLimit),
+		"composed resources one tenant (--fair-key) may have on this replica that their providers have not looked at yet; beyond it, renders that would create more wait, in order, holding no slot, so that one tenant's bulk does not fill the providers' queues ahead of another's new claim; 0: no bound (env LOOM_RENDERER_ADMISSION_LIMIT)")
 	fs.DurationVar(&f.handlerTimeout, "handler-timeout", service.EnvDuration("LOOM_RENDERER_HANDLER_TIMEOUT", 2*time.Minute),
 		"longest one render may take, function pipeline included (env LOOM_RENDERER_HANDLER_TIMEOUT)")
 	fs.DurationVar(&f.definitionTTL, "definition-ttl", service.EnvDuration("LOOM_RENDERER_DEFINITION_TTL", 30*time.Second),
@@ -227,6 +231,17 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 			}
 			return c, nil
 		}),
+	}
+	if f.admissionLimit > 0 {
+		tenant, err := bus.ParseFairKey(f.worker.Scheduling.FairKey)
+		if err != nil {
+			return fmt.Errorf("invalid --fair-key: %w", err)
+		}
+		expiry := f.unobservedWait
+		if expiry <= 0 {
+			expiry = composite.DefaultUnobservedWait
+		}
+		copts = append(copts, composite.WithAdmission(composite.NewAdmission(f.admissionLimit, expiry), tenant))
 	}
 	if f.secrets.Endpoints = splitList(f.secretsEndpoint); len(f.secrets.Endpoints) > 0 {
 		c, err := connection.Dial(f.secrets)

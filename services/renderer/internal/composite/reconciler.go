@@ -183,6 +183,12 @@ type Reconciler struct {
 	unobservedWait  time.Duration
 	publicationWait time.Duration
 	now             func() time.Time
+
+	// admission, when not nil, holds renders that would create composed
+	// resources while their tenant (tenant of the bus request) has too
+	// many unobserved ones.
+	admission *Admission
+	tenant    func(reconcile.Request) string
 }
 
 // An Option configures a Reconciler.
@@ -268,6 +274,15 @@ const DefaultUnobservedWait = 30 * time.Second
 // status wait.
 func WithUnobservedWait(d time.Duration) Option {
 	return func(rc *Reconciler) { rc.unobservedWait = d }
+}
+
+// WithAdmission bounds each tenant's composed resources that their
+// providers have not observed yet (see Admission); tenant names the tenant
+// of a bus request (the bus's fair key, so that the tenants Loom's queues
+// take turns among are the ones admitted apart). A nil Admission admits
+// everything.
+func WithAdmission(a *Admission, tenant func(reconcile.Request) string) Option {
+	return func(rc *Reconciler) { rc.admission, rc.tenant = a, tenant }
 }
 
 // WithClock sets the clock that measures the first status wait (default
@@ -437,6 +452,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	}
 	if err := r.checkScope(st, out); err != nil {
 		return r.fail(ctx, st, sel, out, err)
+	}
+
+	if wait, retry := r.admit(ctx, st, out); wait != nil {
+		r.log.Debug("Creation of composed resources waits for the tenant's providers", "kind", req.GVK.Kind, "name", req.Name, "retry", retry)
+		return reconcile.Result{Wait: wait, RequeueAfter: retry}, nil
 	}
 
 	// Record every resource the render may create before creating any.
@@ -609,6 +629,9 @@ func (r *Reconciler) forget(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	defer r.memo.forget(uid)
+	if r.admission != nil {
+		r.admission.Forget(uid)
+	}
 	if r.details != nil {
 		r.details.Forget(uid)
 	}

@@ -1,0 +1,255 @@
+package composite
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loomxr/loom/pkg/reconcile"
+)
+
+// DefaultAdmissionLimit is how many composed resources that their providers
+// have not yet observed one tenant may have at once, per renderer replica,
+// before its XRs' first creations wait (WithAdmission).
+const DefaultAdmissionLimit = 64
+
+// Admission bounds, per tenant, the composed resources this replica created
+// that their providers have not looked at yet (no status, not Ready). A
+// provider serves its queue first come, first served: without a bound, a
+// tenant that creates a thousand claims at once fills the queue of every
+// provider it uses, and another tenant's new claim waits behind all of it
+// however fairly Loom's own queues serve it. With one, a render that would
+// create composed resources waits while its tenant is over the limit, in
+// the order it came, holding no handler slot (reconcile.Result.Wait), and
+// goes on as soon as the tenant's providers catch up; a tenant with nothing
+// outstanding is always admitted. Renders that create nothing are never
+// held. What a provider never looks at (no provider runs for a kind) stops
+// counting after the expiry, so that it cannot block its tenant for good.
+//
+// An Admission is safe for concurrent use. Its counts are this replica's:
+// an XR's events all reach the replica that owns its partition, and with R
+// replicas a tenant may have up to R times the limit outstanding.
+type Admission struct {
+	limit  int
+	expiry time.Duration
+	now    func() time.Time
+
+	mu      sync.Mutex
+	tenants map[string]*tenantFlow
+	byUID   map[types.UID]string // the tenant of every XR counted or waiting
+}
+
+// tenantFlow is one tenant's outstanding composed resources and the XRs
+// waiting to create theirs.
+type tenantFlow struct {
+	total   int
+	xrs     map[types.UID]*outstanding
+	waiters []*admissionWaiter // first come, first served
+}
+
+// outstanding is how many composed resources of one XR are not observed
+// yet, since when the XR was admitted.
+type outstanding struct {
+	n     int
+	since time.Time
+}
+
+// admissionWaiter is an XR whose render waits to create its resources.
+type admissionWaiter struct {
+	uid  types.UID
+	n    int
+	wake chan struct{}
+}
+
+// NewAdmission returns an Admission of limit outstanding composed resources
+// per tenant, whose counts expire after expiry; nil if limit is not
+// positive (no bound).
+func NewAdmission(limit int, expiry time.Duration) *Admission {
+	if limit <= 0 {
+		return nil
+	}
+	return &Admission{limit: limit, expiry: expiry, now: time.Now,
+		tenants: map[string]*tenantFlow{}, byUID: map[types.UID]string{}}
+}
+
+// Admit asks whether the render of XR uid of tenant, after which n of its
+// composed resources would be unobserved, may create resources now. It
+// returns nil if so (the XR's count is n from now on), else a channel that
+// is closed once it may, and how long to wait at most before asking again.
+func (a *Admission) Admit(tenant string, uid types.UID, n int) (<-chan struct{}, time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := a.flow(tenant)
+	a.expire(f)
+	if o := f.xrs[uid]; o != nil {
+		// Admitted before (or woken with room reserved): keep its place.
+		a.set(tenant, f, uid, o, n)
+		return nil, 0
+	}
+	var w *admissionWaiter
+	for _, x := range f.waiters {
+		if x.uid == uid {
+			w = x
+			break
+		}
+	}
+	if w == nil {
+		w = &admissionWaiter{uid: uid, wake: make(chan struct{})}
+		f.waiters = append(f.waiters, w)
+		a.byUID[uid] = tenant
+	}
+	w.n = n
+	a.pump(tenant, f)
+	if o := f.xrs[uid]; o != nil {
+		a.set(tenant, f, uid, o, n)
+		return nil, 0
+	}
+	return w.wake, a.expiry
+}
+
+// set makes o, the count of XR uid of tenant's flow f, n; a count of zero
+// is dropped. The caller holds a.mu.
+func (a *Admission) set(tenant string, f *tenantFlow, uid types.UID, o *outstanding, n int) {
+	f.total += n - o.n
+	o.n = n
+	if n == 0 {
+		delete(f.xrs, uid)
+		delete(a.byUID, uid)
+		a.pump(tenant, f)
+	}
+}
+
+// Observe records that n composed resources of XR uid are unobserved after
+// a render that created none; an XR that was not admitted (its resources
+// predate this replica's count) is not counted.
+func (a *Admission) Observe(uid types.UID, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tenant, ok := a.byUID[uid]
+	if !ok {
+		return
+	}
+	f := a.tenants[tenant]
+	o := f.xrs[uid]
+	if o == nil {
+		return
+	}
+	a.set(tenant, f, uid, o, n)
+	a.expire(f)
+	a.pump(tenant, f)
+}
+
+// Forget drops XR uid, which is gone: its count, or its place in the line.
+func (a *Admission) Forget(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tenant, ok := a.byUID[uid]
+	if !ok {
+		return
+	}
+	delete(a.byUID, uid)
+	f := a.tenants[tenant]
+	if o := f.xrs[uid]; o != nil {
+		f.total -= o.n
+		delete(f.xrs, uid)
+	}
+	for i, w := range f.waiters {
+		if w.uid == uid {
+			close(w.wake)
+			f.waiters = append(f.waiters[:i], f.waiters[i+1:]...)
+			break
+		}
+	}
+	a.pump(tenant, f)
+}
+
+// Outstanding returns tenant's count of unobserved composed resources and
+// how many of its XRs wait.
+func (a *Admission) Outstanding(tenant string) (resources, waiting int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := a.tenants[tenant]
+	if f == nil {
+		return 0, 0
+	}
+	return f.total, len(f.waiters)
+}
+
+// flow returns tenant's flow, creating it. The caller holds a.mu.
+func (a *Admission) flow(tenant string) *tenantFlow {
+	f := a.tenants[tenant]
+	if f == nil {
+		f = &tenantFlow{xrs: map[types.UID]*outstanding{}}
+		a.tenants[tenant] = f
+	}
+	return f
+}
+
+// expire stops counting the XRs of f admitted longer ago than the expiry.
+// The caller holds a.mu.
+func (a *Admission) expire(f *tenantFlow) {
+	if a.expiry <= 0 {
+		return
+	}
+	old := a.now().Add(-a.expiry)
+	for uid, o := range f.xrs {
+		if o.since.Before(old) {
+			f.total -= o.n
+			delete(f.xrs, uid)
+			delete(a.byUID, uid)
+		}
+	}
+}
+
+// pump admits f's waiters, first come first served, while they fit: the
+// tenant has nothing outstanding, or room for the waiter's count. An
+// admitted waiter's count is reserved until its render asks again. It
+// drops the flow of a tenant with nothing left. The caller holds a.mu.
+func (a *Admission) pump(tenant string, f *tenantFlow) {
+	for len(f.waiters) > 0 {
+		w := f.waiters[0]
+		if f.total > 0 && f.total+w.n > a.limit {
+			break
+		}
+		f.waiters = f.waiters[1:]
+		f.xrs[w.uid] = &outstanding{n: w.n, since: a.now()}
+		f.total += w.n
+		close(w.wake)
+	}
+	if f.total == 0 && len(f.waiters) == 0 {
+		delete(a.tenants, tenant)
+	}
+}
+
+// admit asks the Admission, if any, whether the render out of st may create
+// the composed resources it would create; see Admission.Admit. A render
+// that creates none records its unobserved count and goes on.
+func (r *Reconciler) admit(ctx context.Context, st *state, out *rendered) (<-chan struct{}, time.Duration) {
+	if r.admission == nil {
+		return nil, 0
+	}
+	creates, unobserved := 0, 0
+	for _, c := range out.resources {
+		switch {
+		case c.observed == nil && c.desired != nil:
+			creates++
+			if !c.ready {
+				unobserved++
+			}
+		case c.observed != nil && !c.ready && !hasStatus(c.observed):
+			unobserved++
+		}
+	}
+	uid := st.xr.GetUID()
+	if creates == 0 {
+		r.admission.Observe(uid, unobserved)
+		return nil, 0
+	}
+	tenant := ""
+	if req, ok := reconcile.RequestFrom(ctx); ok && r.tenant != nil {
+		tenant = r.tenant(req)
+	}
+	return r.admission.Admit(tenant, uid, unobserved)
+}

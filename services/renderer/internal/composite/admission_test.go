@@ -1,0 +1,101 @@
+package composite
+
+import (
+	"testing"
+	"time"
+)
+
+// closed reports whether a wake channel is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := NewAdmission(6, 30*time.Second)
+	a.now = func() time.Time { return now }
+
+	// A tenant with nothing outstanding is admitted whatever it asks.
+	if w, _ := a.Admit("bulk", "x1", 9); w != nil {
+		t.Fatal("x1 of a tenant with nothing outstanding waits; want it admitted")
+	}
+	// Over the limit, the next XRs wait in the order they came.
+	w2, retry := a.Admit("bulk", "x2", 3)
+	if w2 == nil || retry != 30*time.Second {
+		t.Fatalf("x2 over the limit: wait %v, retry %s; want a wait of at most the expiry", w2, retry)
+	}
+	w3, _ := a.Admit("bulk", "x3", 3)
+	if w3 == nil {
+		t.Fatal("x3 over the limit does not wait")
+	}
+	// Another tenant is admitted at once.
+	if w, _ := a.Admit("interactive", "i1", 3); w != nil {
+		t.Fatal("another tenant's XR waits behind bulk; want it admitted")
+	}
+	// Asking again keeps the place in line.
+	if again, _ := a.Admit("bulk", "x2", 3); again != w2 {
+		t.Fatal("x2 asking again got another place in line")
+	}
+	if n, waiting := a.Outstanding("bulk"); n != 9 || waiting != 2 {
+		t.Fatalf("bulk outstanding %d, waiting %d; want 9 and 2", n, waiting)
+	}
+
+	// The providers observe x1's resources but one: still no room.
+	a.Observe("x1", 4)
+	if closed(w2) {
+		t.Fatal("x2 woken with 4+3 over a limit of 6")
+	}
+	// All of x1's: x2 and then x3 fit (3+3), in order, with room reserved.
+	a.Observe("x1", 0)
+	if !closed(w2) || !closed(w3) {
+		t.Fatalf("after x1 was observed: x2 woken %t, x3 woken %t; want both", closed(w2), closed(w3))
+	}
+	if n, waiting := a.Outstanding("bulk"); n != 6 || waiting != 0 {
+		t.Fatalf("bulk outstanding %d, waiting %d; want 6 reserved and none waiting", n, waiting)
+	}
+	// The woken XR's render is admitted on its reservation.
+	if w, _ := a.Admit("bulk", "x2", 3); w != nil {
+		t.Fatal("woken x2 waits again; want its reserved room")
+	}
+
+	// A waiter whose XR is gone is woken and dropped; its room goes on.
+	w4, _ := a.Admit("bulk", "x4", 2)
+	w5, _ := a.Admit("bulk", "x5", 2)
+	a.Forget("x4")
+	if !closed(w4) || closed(w5) {
+		t.Fatalf("after x4 was forgotten: x4 woken %t, x5 woken %t; want x4 only", closed(w4), closed(w5))
+	}
+	a.Forget("x3")
+	if !closed(w5) {
+		t.Fatal("x5 not woken after x3, outstanding, was forgotten")
+	}
+
+	// Counts expire: what no provider looks at stops holding the tenant.
+	w6, _ := a.Admit("bulk", "x6", 6)
+	if w6 == nil {
+		t.Fatal("x6 admitted over the limit")
+	}
+	now = now.Add(31 * time.Second)
+	if w, _ := a.Admit("bulk", "x6", 6); w != nil {
+		t.Fatal("x6 still waits after every count expired")
+	}
+
+	// Renders of XRs never admitted are not counted.
+	a.Observe("unknown", 5)
+	if n, _ := a.Outstanding("interactive"); n != 3 {
+		t.Fatalf("interactive outstanding %d; want 3", n)
+	}
+	// Nothing outstanding and nobody waiting: the tenant is dropped.
+	a.Observe("i1", 0)
+	if len(a.tenants) != 1 || a.tenants["interactive"] != nil {
+		t.Fatalf("tenants %v; want bulk only", a.tenants)
+	}
+	if NewAdmission(0, time.Second) != nil {
+		t.Fatal("NewAdmission(0) bounds; want nil, no bound")
+	}
+}
