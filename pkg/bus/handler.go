@@ -20,7 +20,8 @@ type Result = reconcile.Result
 //
 // The outcome decides what happens to the event: (Result{}, nil) acks it;
 // Result.Requeue or Result.RequeueAfter requeues it (not counted as a
-// delivery); an error made by reconcile.Terminal dead-letters it at once;
+// delivery); Result.Wait holds it in memory, unsettled and holding no slot,
+// until the channel is closed or RequeueAfter passes; an error made by reconcile.Terminal dead-letters it at once;
 // any other error retries it with exponential backoff until MaxDeliver, then
 // dead-letters it.
 type Handler = reconcile.Handler
