@@ -35,14 +35,25 @@ func (f *SchedulingFlags) Register(fs *flag.FlagSet) {
 // Options returns the Worker options the flags ask for, or an error naming
 // the flag that is invalid.
 func (f SchedulingFlags) Options() ([]WorkerOption, error) {
-	key, err := ParseFairKey(f.FairKey)
+	key, err := f.Tenant()
 	if err != nil {
-		return nil, fmt.Errorf("invalid --fair-key: %w", err)
+		return nil, err
 	}
 	if f.TargetBudget < 0 {
 		return nil, fmt.Errorf("invalid --target-budget: %d is negative", f.TargetBudget)
 	}
 	return []WorkerOption{WithFairKey(key), WithTargetBudget(f.TargetBudget)}, nil
+}
+
+// Tenant returns the tenant key function --fair-key names, for services
+// that share the bus's idea of a tenant (the renderer's admission), or an
+// error naming the flag.
+func (f SchedulingFlags) Tenant() (func(Request) string, error) {
+	key, err := ParseFairKey(f.FairKey)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --fair-key: %w", err)
+	}
+	return key, nil
 }
 
 // Flags are the command-line flags of the bus's layout that every service

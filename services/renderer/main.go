@@ -85,7 +85,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -233,9 +232,9 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		}),
 	}
 	if f.admissionLimit > 0 {
-		tenant, err := bus.ParseFairKey(f.worker.Scheduling.FairKey)
+		tenant, err := f.worker.Scheduling.Tenant()
 		if err != nil {
-			return fmt.Errorf("invalid --fair-key: %w", err)
+			return err
 		}
 		expiry := f.unobservedWait
 		if expiry <= 0 {

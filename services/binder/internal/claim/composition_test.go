@@ -96,23 +96,29 @@ func TestCompositionsChoose(t *testing.T) {
 		"DefaultComposition": {
 			reason: "Without a ref or selector the XRD's default Composition is named, with its latest revision.",
 			cm:     testClaim(),
-			d:      xrd(func(d *xv1.CompositeResourceDefinition) { d.Spec.DefaultCompositionRef = &xv1.CompositionReference{Name: "large"} }),
-			items:  all,
-			want:   map[string]any{"compositionRef": ref("large"), "compositionRevisionRef": ref("large-c")},
+			d: xrd(func(d *xv1.CompositeResourceDefinition) {
+				d.Spec.DefaultCompositionRef = &xv1.CompositionReference{Name: "large"}
+			}),
+			items: all,
+			want:  map[string]any{"compositionRef": ref("large"), "compositionRevisionRef": ref("large-c")},
 		},
 		"EnforcedWins": {
 			reason: "The XRD's enforced Composition replaces the claim's own.",
 			cm:     testClaim(withSpec("compositionRef", ref("small"))),
-			d:      xrd(func(d *xv1.CompositeResourceDefinition) { d.Spec.EnforcedCompositionRef = &xv1.CompositionReference{Name: "large"} }),
-			items:  all,
-			want:   map[string]any{"compositionRef": ref("large"), "compositionRevisionRef": ref("large-c")},
+			d: xrd(func(d *xv1.CompositeResourceDefinition) {
+				d.Spec.EnforcedCompositionRef = &xv1.CompositionReference{Name: "large"}
+			}),
+			items: all,
+			want:  map[string]any{"compositionRef": ref("large"), "compositionRevisionRef": ref("large-c")},
 		},
 		"SelectorAmongCompatible": {
 			reason: "A compositionSelector chooses among the Compositions for the XR's kind only: other-kind matches the labels but is for another kind.",
 			cm:     testClaim(withSpec("compositionSelector", map[string]any{"matchLabels": map[string]any{"size": "s"}})),
-			d:      xrd(func(d *xv1.CompositeResourceDefinition) { d.Spec.DefaultCompositionRef = &xv1.CompositionReference{Name: "large"} }),
-			items:  all,
-			want:   map[string]any{"compositionRef": ref("small"), "compositionRevisionRef": ref("small-d")},
+			d: xrd(func(d *xv1.CompositeResourceDefinition) {
+				d.Spec.DefaultCompositionRef = &xv1.CompositionReference{Name: "large"}
+			}),
+			items: all,
+			want:  map[string]any{"compositionRef": ref("small"), "compositionRevisionRef": ref("small-d")},
 		},
 		"RevisionSelectorOfClaim": {
 			reason: "The claim's compositionRevisionSelector narrows the revisions.",
@@ -148,9 +154,11 @@ func TestCompositionsChoose(t *testing.T) {
 		"NoRevisionYet": {
 			reason: "A Composition without revisions yet is named without one; the renderer's choice flows back later.",
 			cm:     testClaim(),
-			d:      xrd(func(d *xv1.CompositeResourceDefinition) { d.Spec.DefaultCompositionRef = &xv1.CompositionReference{Name: "new"} }),
-			items:  all,
-			want:   map[string]any{"compositionRef": ref("new")},
+			d: xrd(func(d *xv1.CompositeResourceDefinition) {
+				d.Spec.DefaultCompositionRef = &xv1.CompositionReference{Name: "new"}
+			}),
+			items: all,
+			want:  map[string]any{"compositionRef": ref("new")},
 		},
 		"NoCompatible": {
 			reason: "No compatible Composition: nothing is named, and the renderer reports the problem on the XR.",
@@ -233,7 +241,9 @@ func TestCompositionsTTL(t *testing.T) {
 // back and the claim is updated once; without, the second reconcile
 // updates the claim again.
 func TestBindNamesComposition(t *testing.T) {
-	d := xrd(func(d *xv1.CompositeResourceDefinition) { d.Spec.DefaultCompositionRef = &xv1.CompositionReference{Name: "small"} })
+	d := xrd(func(d *xv1.CompositeResourceDefinition) {
+		d.Spec.DefaultCompositionRef = &xv1.CompositionReference{Name: "small"}
+	})
 	items := []*unstructured.Unstructured{testRevision("small", 1, nil), testRevision("small", 2, nil)}
 	for name, tc := range map[string]struct {
 		opts    []Option

@@ -85,7 +85,8 @@ func (a *Admission) Admit(tenant string, uid types.UID, n int) (<-chan struct{},
 	a.expire(f)
 	if o := f.xrs[uid]; o != nil {
 		// Admitted before (or woken with room reserved): keep its place.
-		a.set(tenant, f, uid, o, n)
+		a.set(f, uid, o, n)
+		a.pump(tenant, f)
 		return nil, 0
 	}
 	var w *admissionWaiter
@@ -103,21 +104,25 @@ func (a *Admission) Admit(tenant string, uid types.UID, n int) (<-chan struct{},
 	w.n = n
 	a.pump(tenant, f)
 	if o := f.xrs[uid]; o != nil {
-		a.set(tenant, f, uid, o, n)
+		// Admitted with n reserved; a count of zero is dropped, and
+		// a flow left empty with it.
+		if n == 0 {
+			a.set(f, uid, o, n)
+			a.pump(tenant, f)
+		}
 		return nil, 0
 	}
 	return w.wake, a.expiry
 }
 
-// set makes o, the count of XR uid of tenant's flow f, n; a count of zero
-// is dropped. The caller holds a.mu.
-func (a *Admission) set(tenant string, f *tenantFlow, uid types.UID, o *outstanding, n int) {
+// set makes o, the count of XR uid of flow f, n; a count of zero is
+// dropped. The caller holds a.mu and pumps f's waiters after.
+func (a *Admission) set(f *tenantFlow, uid types.UID, o *outstanding, n int) {
 	f.total += n - o.n
 	o.n = n
 	if n == 0 {
 		delete(f.xrs, uid)
 		delete(a.byUID, uid)
-		a.pump(tenant, f)
 	}
 }
 
@@ -136,7 +141,7 @@ func (a *Admission) Observe(uid types.UID, n int) {
 	if o == nil {
 		return
 	}
-	a.set(tenant, f, uid, o, n)
+	a.set(f, uid, o, n)
 	a.expire(f)
 	a.pump(tenant, f)
 }
