@@ -89,6 +89,27 @@ func ResourceKinds(u *unstructured.Unstructured) []schema.GroupVersionKind {
 	return sortGVKs(out)
 }
 
+// ResourceRefs returns the objects an XR's spec.resourceRefs (or
+// spec.crossplane.resourceRefs) name. Entries without a kind or name are
+// skipped.
+func ResourceRefs(u *unstructured.Unstructured) []Reference {
+	var out []Reference
+	for _, path := range [][]string{{"spec", "resourceRefs"}, {"spec", "crossplane", "resourceRefs"}} {
+		l, _, _ := unstructured.NestedSlice(u.Object, path...)
+		for _, e := range l {
+			m, ok := e.(map[string]any)
+			if !ok {
+				continue
+			}
+			r := Reference{APIVersion: str(m, "apiVersion"), Kind: str(m, "kind"), Namespace: str(m, "namespace"), Name: str(m, "name")}
+			if r.Kind != "" && r.Name != "" {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
 // RuleKinds returns the kinds a ReferenceRule names: spec.for and the
 // target of each of spec.references. Entries without a kind are skipped.
 func RuleKinds(u *unstructured.Unstructured) []schema.GroupKind {

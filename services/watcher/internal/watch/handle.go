@@ -85,6 +85,9 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 		return
 	}
 	refs := w.references(roles, typ, m, full)
+	if roles&route.RoleComposed != 0 && m.Controller != nil && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
+		w.composedArrived(m.Controller.UID)
+	}
 	if !publish || !w.live.Load() {
 		return
 	}
@@ -112,6 +115,8 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	var (
 		tenant   string
 		tenantOf *route.Target // the target tenant was found for
+		held     []route.Delivery
+		heldFor  string // the tenant of held
 	)
 	for _, d := range route.Route(o, roles, lk) {
 		if d.Urgent && !w.urgency.allow(d.Service, d.Target.UID) {
@@ -123,11 +128,18 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 		if tenantOf == nil || *tenantOf != d.Target {
 			tenant, tenantOf = w.tenant(d.Target, o), &d.Target
 		}
+		if roles&route.RoleXR != 0 && !o.StatusOnly && typ != eventsv1.EventType_EVENT_TYPE_DELETED && readsComposed(d, m.UID) {
+			held, heldFor = append(held, d), tenant
+			continue
+		}
 		ev := newEvent(m, typ, d)
 		ev.Tenant = tenant
 		w.publish(ctx, d.Service, ev)
 	}
 	if roles&route.RoleXR != 0 {
+		// The cache keeps only the kinds of resourceRefs; the mirror's
+		// full object names them.
+		w.awaitComposed(m, typ, full, heldFor, held)
 		w.awaitClaim(m, o.ClaimRef, typ, lk.missed)
 	}
 	if roles&route.RoleClaim != 0 && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
@@ -480,6 +492,18 @@ func (l lookup) xr(uid types.UID) (*source, any, bool) {
 		}
 	}
 	return nil, nil, false
+}
+
+// sourceOf returns the running source of a kind, nil if none.
+func (l lookup) sourceOf(gk schema.GroupKind) *source {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	for gvk, s := range l.w.sources {
+		if gvk.GroupKind() == gk {
+			return s
+		}
+	}
+	return nil
 }
 
 func (l lookup) XR(uid types.UID) (route.Target, bool) {

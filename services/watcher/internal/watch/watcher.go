@@ -116,6 +116,11 @@ func WithCrashFile(path string) Option { return func(w *Watcher) { w.crashFile =
 // global MeterProvider.
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(w *Watcher) { w.meters = mp } }
 
+// WithComposedWait sets how long, at most, a change of an XR's spec waits
+// for the composed resources it names before it reaches the services that
+// read them (default DefaultComposedWait; zero or negative: not at all).
+func WithComposedWait(d time.Duration) Option { return func(w *Watcher) { w.composedWait = d } }
+
 // WithRESTMapper sets the mapper used to find the resource of kinds that no
 // CRD defines (built-in kinds and aggregated APIs). The default maps through
 // cached discovery.
@@ -180,6 +185,11 @@ type Watcher struct {
 	awaiting   map[claimKey]map[types.UID]awaiting
 	awaitingOf map[types.UID]claimKey
 
+	// composedWaits are the XR changes that wait for composed resources,
+	// at most composedWait (awaitComposed).
+	composedWaits composedWaits
+	composedWait  time.Duration
+
 	// live is set once events of informers are published directly; before
 	// that the initial resync covers them.
 	live atomic.Bool
@@ -193,24 +203,26 @@ type Watcher struct {
 // publishes to pub. disc may be nil when WithRESTMapper is given.
 func New(dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryInterface, pub Publisher, opts ...Option) *Watcher {
 	w := &Watcher{
-		lineage:      telemetry.NewLineage(0),
-		dynamic:      dyn,
-		metadata:     md,
-		pub:          pub,
-		log:          slog.Default(),
-		resyncPeriod: DefaultResyncPeriod,
-		syncTimeout:  DefaultSyncTimeout,
-		sources:      map[schema.GroupVersionKind]*source{},
-		pending:      map[schema.GroupVersionKind]bool{},
-		crds:         map[schema.GroupKind]crdInfo{},
-		defs:         map[types.UID]definition{},
-		composed:     kindset.New(),
-		requested:    kindset.New(),
-		requests:     map[schema.GroupVersionKind]map[types.UID][]watchreq.Request{},
-		resyncSoon:   make(chan struct{}, 1),
-		awaiting:     map[claimKey]map[types.UID]awaiting{},
-		awaitingOf:   map[types.UID]claimKey{},
-		urgency:      newUrgency(DefaultUrgentPerTarget, time.Now),
+		lineage:       telemetry.NewLineage(0),
+		dynamic:       dyn,
+		metadata:      md,
+		pub:           pub,
+		log:           slog.Default(),
+		resyncPeriod:  DefaultResyncPeriod,
+		syncTimeout:   DefaultSyncTimeout,
+		sources:       map[schema.GroupVersionKind]*source{},
+		pending:       map[schema.GroupVersionKind]bool{},
+		crds:          map[schema.GroupKind]crdInfo{},
+		defs:          map[types.UID]definition{},
+		composed:      kindset.New(),
+		requested:     kindset.New(),
+		requests:      map[schema.GroupVersionKind]map[types.UID][]watchreq.Request{},
+		resyncSoon:    make(chan struct{}, 1),
+		awaiting:      map[claimKey]map[types.UID]awaiting{},
+		awaitingOf:    map[types.UID]claimKey{},
+		urgency:       newUrgency(DefaultUrgentPerTarget, time.Now),
+		composedWaits: composedWaits{held: map[types.UID]*heldXR{}},
+		composedWait:  DefaultComposedWait,
 	}
 	for _, o := range opts {
 		o(w)
@@ -249,6 +261,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer cancel()
 	w.ctx = ctx
 	defer w.stopAll()
+	defer w.stopComposedWaits()
 
 	if w.requestsKV != nil {
 		initial := make(chan struct{})
