@@ -22,6 +22,7 @@ import (
 type flags struct {
 	resyncPeriod time.Duration
 	syncTimeout  time.Duration
+	composedWait time.Duration
 	mirror       bool
 	crashFile    string
 	bus          bus.Flags
@@ -33,6 +34,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"mean time between full resyncs, varied by ±20%; 0 disables them (env LOOM_RESYNC_PERIOD)")
 	fs.DurationVar(&f.syncTimeout, "sync-timeout", service.EnvDuration("LOOM_SYNC_TIMEOUT", watch.DefaultSyncTimeout),
 		"how long to wait for initial lists before publishing the initial resync (env LOOM_SYNC_TIMEOUT)")
+	fs.DurationVar(&f.composedWait, "composed-wait", service.EnvDuration("LOOM_WATCHER_COMPOSED_WAIT", watch.DefaultComposedWait),
+		"with --mirror: how long, at most, a change of an XR's spec waits for the composed resources it names to be mirrored before it reaches the secrets service and the binder; 0 for not at all (env LOOM_WATCHER_COMPOSED_WAIT)")
 	fs.BoolVar(&f.mirror, "mirror", service.EnvBool("LOOM_WATCHER_MIRROR", false),
 		"write every watched object but Secrets to the object mirror (JetStream bucket "+mirror.Bucket+") before publishing its events (env LOOM_WATCHER_MIRROR)")
 	fs.StringVar(&f.crashFile, "fault-crash-file", os.Getenv("LOOM_WATCHER_FAULT_CRASH_FILE"),
@@ -75,6 +78,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		watch.WithLogger(rt.Log),
 		watch.WithResyncPeriod(f.resyncPeriod),
 		watch.WithSyncTimeout(f.syncTimeout),
+		watch.WithComposedWait(f.composedWait),
 		watch.WithWatchRequests(kv),
 		watch.WithCrashFile(f.crashFile),
 	}
