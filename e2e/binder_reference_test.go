@@ -221,7 +221,7 @@ spec:
 			"      id: projects/p/locations/r/clusters/gke-cluster\n      subnetworkSelector:\n        matchControllerRef: true\n        matchLabels:\n          role: subnetwork\n"),
 		gkeNop("gke-sa-a", "gke", uid, "2s", map[string]string{"role": "sa", "pool": "a"},
 			"      email: sa-a@p.iam.gserviceaccount.com\n"),
-		gkeNop("gke-sa-b", "gke", uid, "5s", map[string]string{"role": "sa", "pool": "b"},
+		gkeNop("gke-sa-b", "gke", uid, "20s", map[string]string{"role": "sa", "pool": "b"},
 			"      email: sa-b@p.iam.gserviceaccount.com\n"),
 		gkeNop("gke-np-a", "gke", uid, "1s", map[string]string{"role": "nodepool"},
 			"      serviceAccountSelector:\n        matchControllerRef: true\n        matchLabels:\n          role: sa\n          pool: a\n      clusterSelector:\n        matchControllerRef: true\n        matchLabels:\n          role: cluster\n"),
@@ -246,7 +246,8 @@ spec:
 	applyAsRenderer(t, env, "gke", map[string]any{"spec": map[string]any{"resourceRefs": refs}}, false)
 
 	// While targets are not Ready, the XR says what each reference waits
-	// for.
+	// for: gke-sa-b's 20 s outlast the binder's grace for waits
+	// (--reference-wait-grace, 5 s), within which a wait is not written.
 	sawWait := ""
 	framework.Eventually(t, 2*time.Minute, func() error {
 		xr, err := env.get(ctx, xrGVK, "", "gke")

@@ -32,6 +32,7 @@ type flags struct {
 	ruleTTL         time.Duration
 	externalPoll    time.Duration
 	firstStatusWait time.Duration
+	waitGrace       time.Duration
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -43,6 +44,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 		"how long to wait before looking again at a reference that waits for a resource the composite resource does not control (env LOOM_BINDER_EXTERNAL_POLL)")
 	fs.DurationVar(&f.firstStatusWait, "first-status-wait", service.EnvDuration("LOOM_BINDER_FIRST_STATUS_WAIT", claim.DefaultFirstStatusWait),
 		"how long after its composite resource's creation a claim's first status may wait for the composite resource to be Ready, so that it is written once; 0 writes it at once (env LOOM_BINDER_FIRST_STATUS_WAIT)")
+	fs.DurationVar(&f.waitGrace, "reference-wait-grace", service.EnvDuration("LOOM_BINDER_REFERENCE_WAIT_GRACE", reference.DefaultWaitGrace),
+		"how long a reference that waits for its target writes nothing (neither the reference nor the composite resource's ReferencesResolved condition), so that a target Ready a moment later costs one write; 0 writes every wait at once (env LOOM_BINDER_REFERENCE_WAIT_GRACE)")
 }
 
 func main() {
@@ -76,7 +79,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	defs := xrd.NewIndex(c)
 	rules := reference.NewRules(c, f.ruleTTL)
 	refOpts := []reference.Option{
-		reference.WithLogger(rt.Log), reference.WithRecorder(rec), reference.WithExternalPoll(f.externalPoll),
+		reference.WithLogger(rt.Log), reference.WithRecorder(rec), reference.WithExternalPoll(f.externalPoll), reference.WithWaitGrace(f.waitGrace),
 		reference.WithImpersonation(defs, func(user string) (reference.Writer, error) {
 			w, err := imp.As(user)
 			if err != nil {

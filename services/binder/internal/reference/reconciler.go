@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/lru"
 
 	xv1 "github.com/loomxr/loom/pkg/apis/apiextensions/v1"
 	"github.com/loomxr/loom/pkg/apis/common"
@@ -128,6 +129,26 @@ func WithImpersonation(defs Definitions, as func(user string) (Writer, error)) O
 // default, right when every read is a GET) a wait is written as read.
 func WithConfirmedWaits() Option { return func(r *Reconciler) { r.confirmWaits = true } }
 
+// DefaultWaitGrace is how long, by default, the binder keeps to itself that a
+// reference of an XR that shows no ReferencesResolved condition yet waits
+// for its target (see WithWaitGrace).
+const DefaultWaitGrace = 5 * time.Second
+
+// WithWaitGrace makes a reference that waits for its target (not Ready yet,
+// no value yet) write nothing for up to d after the XR's first wait on this
+// replica, while the XR shows no ReferencesResolved condition: no reference
+// field, no condition, and, with WithConfirmedWaits, no second reading from
+// the API server; the XR is looked at again when d is over. A target's
+// progress reaches the binder meanwhile (the watcher routes a target's
+// change while a reference of its XR is unresolved), so the common wait, a
+// target a provider makes Ready a moment after its creation, ends in one
+// write of the resolved reference instead of the wait's writes (the
+// reference without its value, the condition, and the provider's
+// reconcile of the resource they change) and then the resolution's. A
+// wait that outlasts d is written as before. Zero (the default) writes
+// every wait at once.
+func WithWaitGrace(d time.Duration) Option { return func(r *Reconciler) { r.waitGrace = d } }
+
 // A Reconciler resolves the references of one XR's composed resources at a
 // time. It is safe for concurrent use on different XRs.
 type Reconciler struct {
@@ -140,7 +161,15 @@ type Reconciler struct {
 	defs         Definitions
 	as           func(user string) (Writer, error)
 	confirmWaits bool
+	waitGrace    time.Duration
+	// waitingSince holds when each XR's references were first found
+	// waiting within the grace, by XR UID.
+	waitingSince *lru.Cache
 }
+
+// waitingSinceSize bounds the XRs whose first wait is remembered; an XR
+// forgotten starts its grace again.
+const waitingSinceSize = 16384
 
 // NewReconciler returns a Reconciler that reads and writes through c and
 // takes its rules from rules.
@@ -152,6 +181,7 @@ func NewReconciler(c Client, rules *Rules, o ...Option) *Reconciler {
 		record:       event.Nop,
 		now:          time.Now,
 		externalPoll: 30 * time.Second,
+		waitingSince: lru.New(waitingSinceSize),
 	}
 	for _, fn := range o {
 		fn(r)
@@ -242,6 +272,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	governed := 0
 	var problems []Problem
 	var errs []error
+	_, had := condition.Find(condition.Observed(xr), TypeReferencesResolved)
+	grace := r.graceLeft(xr, had)
+	var deferred []Problem // waits kept to ourselves within the grace
 	refs := ResourceRefs(xr)
 	sort.Slice(refs, func(i, j int) bool {
 		if refs[i].Kind != refs[j].Kind {
@@ -269,6 +302,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 		governed++
 		intent, probs, err := Resolve(ctx, w, xr, obj, rule, FieldManager)
+		if err == nil && grace > 0 && waits(probs) && !slices.ContainsFunc(probs, func(p Problem) bool { return p.Error }) {
+			// Within the grace: the target's progress brings us back.
+			deferred = append(deferred, probs...)
+			continue
+		}
 		if err == nil && r.confirmWaits && waits(probs) {
 			// The targets may be Ready already, and the mirror not yet
 			// know: ask the API server before writing the wait.
@@ -309,14 +347,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	}
 	problems = append(problems, Cycles(problems)...)
 
-	waiting := 0
+	waiting := len(deferred)
 	for _, p := range problems {
 		if !p.Error {
 			waiting++
 		}
 	}
 	telemetry.SetReferencesWaiting(string(xr.GetUID()), waiting)
-	_, had := condition.Find(condition.Observed(xr), TypeReferencesResolved)
+	if len(deferred) > 0 && !slices.ContainsFunc(problems, func(p Problem) bool { return p.Error }) {
+		// Nothing to report yet: what resolved is written, the waits are
+		// looked at again when the grace is over (or a target's change
+		// comes first).
+		r.waitingSince.Add(xr.GetUID(), r.waitStart(xr))
+		return reconcile.Result{RequeueAfter: grace}, errors.Join(errs...)
+	}
+	r.waitingSince.Remove(xr.GetUID())
+	// Reported with an error, the waits are reported too.
+	problems = append(problems, deferred...)
 	if (governed == 0 && !slices.Contains(condition.Owned(xr, FieldManager), TypeReferencesResolved)) || (len(problems) == 0 && !had) {
 		// Nothing to report: no composed resource has rules, or every
 		// reference resolved and the XR never said otherwise. The
@@ -338,6 +385,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// graceLeft returns how much of the wait grace is left for xr: none when
+// there is no grace, or the XR shows a ReferencesResolved condition (had).
+func (r *Reconciler) graceLeft(xr *unstructured.Unstructured, had bool) time.Duration {
+	if r.waitGrace <= 0 || had {
+		return 0
+	}
+	left := r.waitGrace - r.now().Sub(r.waitStart(xr))
+	return max(left, 0)
+}
+
+// waitStart returns when xr's references were first found waiting within
+// the grace, now if they were not.
+func (r *Reconciler) waitStart(xr *unstructured.Unstructured) time.Time {
+	if v, ok := r.waitingSince.Get(xr.GetUID()); ok {
+		return v.(time.Time) //nolint:forcetypeassert // Only times are stored.
+	}
+	return r.now()
 }
 
 // setCondition applies the XR's ReferencesResolved condition, carrying the
