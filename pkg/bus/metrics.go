@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/loomxr/loom/pkg/telemetry"
 )
 
 // Outcomes of handling an event, as recorded in metrics and logs.
@@ -42,6 +44,9 @@ type metrics struct {
 	runsC        metric.Int64Counter
 	queueWaitH   metric.Float64Histogram
 	peakRunsG    metric.Int64ObservableGauge
+
+	// The attributes of the measurements made per event.
+	publishedA, handledA, queueWaitA, runsA, failedRunsA *telemetry.Attrs
 }
 
 func newMetrics() *metrics {
@@ -80,7 +85,12 @@ func newMetrics() *metrics {
 		metric.WithDescription("The most handler runs one target had within one minute on this replica since it started, by service; at most the per-target budget."))
 	return &metrics{meter: m, publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq,
 		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack, redeliveredG: rdg,
-		throttledC: thr, runsC: runs, queueWaitH: qw, peakRunsG: peak}
+		throttledC: thr, runsC: runs, queueWaitH: qw, peakRunsG: peak,
+		publishedA:  telemetry.NewAttrs(nil, "service", "kind", "outcome", "source", "type"),
+		handledA:    telemetry.NewAttrs(nil, "service", "kind", "outcome"),
+		queueWaitA:  telemetry.NewAttrs(nil, "service", "lane"),
+		runsA:       telemetry.NewAttrs([]attribute.KeyValue{attribute.Bool("failed", false)}, "service", "kind", "pool"),
+		failedRunsA: telemetry.NewAttrs([]attribute.KeyValue{attribute.Bool("failed", true)}, "service", "kind", "pool")}
 }
 
 func (m *metrics) published(service, kind, source, typ string, err error) {
@@ -88,13 +98,11 @@ func (m *metrics) published(service, kind, source, typ string, err error) {
 	if err != nil {
 		outcome = "error"
 	}
-	m.publishedC.Add(context.Background(), 1, metric.WithAttributes(
-		attribute.String("service", service), attribute.String("kind", kind), attribute.String("outcome", outcome),
-		attribute.String("source", source), attribute.String("type", typ)))
+	m.publishedC.Add(context.Background(), 1, m.publishedA.Option(service, kind, outcome, source, typ))
 }
 
 func (m *metrics) handled(service, kind, outcome string, d time.Duration) {
-	attrs := metric.WithAttributes(attribute.String("service", service), attribute.String("kind", kind), attribute.String("outcome", outcome))
+	attrs := m.handledA.Option(service, kind, outcome)
 	m.handledC.Add(context.Background(), 1, attrs)
 	if d > 0 {
 		m.duration.Record(context.Background(), d.Seconds(), attrs)
@@ -117,14 +125,15 @@ func (m *metrics) throttled(service, kind, reason string) {
 }
 
 func (m *metrics) ran(service, kind string, p pool, failed bool) {
-	m.runsC.Add(context.Background(), 1, metric.WithAttributes(
-		attribute.String("service", service), attribute.String("kind", kind),
-		attribute.String("pool", p.String()), attribute.Bool("failed", failed)))
+	a := m.runsA
+	if failed {
+		a = m.failedRunsA
+	}
+	m.runsC.Add(context.Background(), 1, a.Option(service, kind, p.String()))
 }
 
 func (m *metrics) queueWait(service string, ln lane, d time.Duration) {
-	m.queueWaitH.Record(context.Background(), d.Seconds(), metric.WithAttributes(
-		attribute.String("service", service), attribute.String("lane", ln.String())))
+	m.queueWaitH.Record(context.Background(), d.Seconds(), m.queueWaitA.Option(service, ln.String()))
 }
 
 func (m *metrics) redelivered(service, kind string) {

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/mirror"
 	"github.com/loomxr/loom/pkg/reconcile"
+	"github.com/loomxr/loom/pkg/telemetry"
 )
 
 // The read path. Resources.Get answers from three places, in order:
@@ -99,6 +99,7 @@ type readPath struct {
 	once  sync.Once
 	cache *lru.Cache
 	reads metric.Int64Counter
+	attrs *telemetry.Attrs
 }
 
 // An entry is what the cache holds of one object: its last version heard
@@ -195,6 +196,7 @@ func (r *Resources) init() {
 			n = DefaultCacheSize
 		}
 		r.read.cache = lru.New(n)
+		r.read.attrs = telemetry.NewAttrs(nil, "source")
 		// Instrument creation fails only for invalid names, a constant
 		// here; a failed instrument is a no-op one.
 		r.read.reads, _ = otel.Meter("github.com/loomxr/loom/pkg/kube").Int64Counter("loom.kube.reads",
@@ -335,7 +337,7 @@ func (r *Resources) Forget(gvk schema.GroupVersionKind, namespace, name string) 
 }
 
 func (r *Resources) count(ctx context.Context, source string) {
-	r.read.reads.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("source", source)))
+	r.read.reads.Add(context.WithoutCancel(ctx), 1, r.read.attrs.Option(source))
 }
 
 // sameVersion reports whether u is held at the version of its kind that gvk

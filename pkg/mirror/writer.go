@@ -10,12 +10,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loomxr/loom/pkg/objjson"
+	"github.com/loomxr/loom/pkg/telemetry"
 )
 
 // Operations and outcomes recorded by the writes metric.
@@ -32,6 +32,7 @@ const (
 type Writer struct {
 	kv     jetstream.KeyValue
 	writes metric.Int64Counter
+	attrs  *telemetry.Attrs
 }
 
 // NewWriter returns a Writer of the bucket kv (see EnsureBucket).
@@ -40,7 +41,7 @@ func NewWriter(kv jetstream.KeyValue) *Writer {
 	// failed instrument is a no-op one.
 	c, _ := otel.Meter("github.com/loomxr/loom/pkg/mirror").Int64Counter("loom.mirror.writes",
 		metric.WithDescription("Writes to the object mirror, by operation (put, purge, reconcile: a purge of a key whose object is gone, too_large: a purge of an object too large to mirror) and outcome (ok, error)."))
-	return &Writer{kv: kv, writes: c}
+	return &Writer{kv: kv, writes: c, attrs: telemetry.NewAttrs(nil, "op", "outcome")}
 }
 
 // Put writes obj, as JSON (package objjson), under its key, replacing what the key held. It is
@@ -134,6 +135,5 @@ func (w *Writer) count(ctx context.Context, op string, err error) {
 	if err != nil {
 		outcome = "error"
 	}
-	w.writes.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(
-		attribute.String("op", op), attribute.String("outcome", outcome)))
+	w.writes.Add(context.WithoutCancel(ctx), 1, w.attrs.Option(op, outcome))
 }

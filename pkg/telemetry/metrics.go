@@ -67,7 +67,7 @@ func newReady() *ready {
 		metric.WithExplicitBucketBoundaries(ReadyBuckets...))
 	req, _ := m.Int64Counter(MetricK8sRequests,
 		metric.WithDescription("Kubernetes API requests of this process, by verb, resource and outcome (HTTP status code, or error)."))
-	r := &ready{claim: claim, xr: xr, requests: req, waiting: map[string]waiting{}}
+	r := &ready{claim: claim, xr: xr, requests: req, requestAttrs: NewAttrs(nil, "verb", "resource", "outcome"), waiting: map[string]waiting{}}
 	_, _ = m.Int64ObservableGauge(MetricReferencesWaiting,
 		metric.WithDescription("References of composed resources waiting to resolve, summed over the composite resources this replica handled."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
@@ -81,6 +81,8 @@ type ready struct {
 	claim    metric.Float64Histogram
 	xr       metric.Float64Histogram
 	requests metric.Int64Counter
+	// requestAttrs are the attributes of requests.
+	requestAttrs *Attrs
 
 	mu      sync.Mutex
 	waiting map[string]waiting

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -51,8 +49,8 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // HTTP status code, or "error" when no response came back). Safe for
 // concurrent use.
 func CountRequest(ctx context.Context, verb, resource, outcome string) {
-	instruments().requests.Add(ctx, 1, metric.WithAttributes(
-		attribute.String("verb", verb), attribute.String("resource", resource), attribute.String("outcome", outcome)))
+	i := instruments()
+	i.requests.Add(ctx, 1, i.requestAttrs.Option(verb, resource, outcome))
 }
 
 // RequestVerbResource names the Kubernetes verb (get, list, watch, create,
