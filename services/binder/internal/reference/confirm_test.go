@@ -54,12 +54,8 @@ func (c *laggingClient) ApplyStatus(_ context.Context, intent *unstructured.Unst
 // WithConfirmedWaits, before the wait is written.
 func TestConfirmedWaits(t *testing.T) {
 	raw := networkRule(t)
-	xr := theXR()
+	xr := dbAndNetXR()
 	xr.SetResourceVersion("1")
-	_ = unstructured.SetNestedSlice(xr.Object, []any{
-		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "db"},
-		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "net"},
-	}, "spec", "resourceRefs")
 	db := nop("db", field(map[string]any{"name": "net"}, "spec", "forProvider", "networkRef"))
 	netReady := nop("net", ready("True"), field("net-1", "status", "atProvider", "id"))
 	netLagging := nop("net", ready("False"))
@@ -123,18 +119,7 @@ func TestConfirmedWaits(t *testing.T) {
 // not for references that resolve at once, nor again when it is True.
 func TestConditionWrites(t *testing.T) {
 	raw := networkRule(t)
-	refs := []any{
-		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "db"},
-		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "net"},
-	}
-	xrWith := func(conds ...any) *unstructured.Unstructured {
-		xr := theXR()
-		_ = unstructured.SetNestedSlice(xr.Object, refs, "spec", "resourceRefs")
-		if len(conds) > 0 {
-			_ = unstructured.SetNestedSlice(xr.Object, conds, "status", "conditions")
-		}
-		return xr
-	}
+	xrWith := dbAndNetXR
 	cond := func(status, reason string) map[string]any {
 		return map[string]any{"type": string(TypeReferencesResolved), "status": status, "reason": reason,
 			"lastTransitionTime": "2026-11-27T00:00:00Z"}
@@ -201,6 +186,21 @@ func TestConditionWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dbAndNetXR returns an XR that composes the NopResources db and net, with
+// the given status conditions.
+func dbAndNetXR(conds ...any) *unstructured.Unstructured {
+	xr := theXR()
+	xr.SetUID("xr-uid")
+	_ = unstructured.SetNestedSlice(xr.Object, []any{
+		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "db"},
+		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "net"},
+	}, "spec", "resourceRefs")
+	if len(conds) > 0 {
+		_ = unstructured.SetNestedSlice(xr.Object, conds, "status", "conditions")
+	}
+	return xr
 }
 
 // networkRule returns a ReferenceRule of NopResources with networkRef, as

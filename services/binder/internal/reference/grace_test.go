@@ -16,19 +16,7 @@ import (
 // that an XR already showing the condition gets no grace.
 func TestWaitGrace(t *testing.T) {
 	raw := networkRule(t)
-	refs := []any{
-		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "db"},
-		map[string]any{"apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource", "name": "net"},
-	}
-	xrWith := func(conds ...any) *unstructured.Unstructured {
-		xr := theXR()
-		xr.SetUID("xr-uid")
-		_ = unstructured.SetNestedSlice(xr.Object, refs, "spec", "resourceRefs")
-		if len(conds) > 0 {
-			_ = unstructured.SetNestedSlice(xr.Object, conds, "status", "conditions")
-		}
-		return xr
-	}
+	xrWith := dbAndNetXR
 	db := nop("db", field(map[string]any{"name": "net"}, "spec", "forProvider", "networkRef"))
 	netReady := nop("net", ready("True"), field("net-1", "status", "atProvider", "id"))
 	netWaiting := nop("net", ready("False"))

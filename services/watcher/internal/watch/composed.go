@@ -152,9 +152,10 @@ func (w *Watcher) publishHeld(h *heldXR) {
 }
 
 // uncached returns the references whose objects are not cached by a
-// listed source of their kind; references of kinds the watcher does not
-// watch (yet), whose source has not listed, or may not list, are taken as
-// cached: the watcher cannot tell when they come.
+// listed source of their kind, or are cached and not yet mirrored;
+// references of kinds the watcher does not watch (yet), whose source has
+// not listed, or may not list, are taken as cached: the watcher cannot tell
+// when they come.
 func (w *Watcher) uncached(refs []object.Reference) []object.Reference {
 	var out []object.Reference
 	for _, r := range refs {
@@ -163,7 +164,17 @@ func (w *Watcher) uncached(refs []object.Reference) []object.Reference {
 		if s == nil || s.refused.Load() || s.handler == nil || !s.handler.HasSynced() {
 			continue
 		}
-		if _, ok, err := s.informer.GetStore().GetByKey(keyOf(r.Namespace, r.Name)); err == nil && !ok {
+		obj, ok, err := s.informer.GetStore().GetByKey(keyOf(r.Namespace, r.Name))
+		if err != nil {
+			continue
+		}
+		if !ok {
+			out = append(out, r)
+			continue
+		}
+		// Cached, but the informer's handler, which mirrors it, may be
+		// behind its cache: its full object still waits for it.
+		if m, err := metaAccessor(obj); err == nil && s.unmirrored(m.GetUID()) {
 			out = append(out, r)
 		}
 	}

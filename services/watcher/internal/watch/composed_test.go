@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
@@ -24,7 +25,8 @@ func (listed) HasSynced() bool { return true }
 // its resourceRefs name: at once when they are cached, on the last
 // arrival otherwise, after the wait when one never comes; that a newer
 // change replaces a held one, a status change does not, and a deletion
-// drops it; and that kinds the watcher cannot tell about hold nothing.
+// drops it; that a resource cached but not yet mirrored holds it too; and
+// that kinds the watcher cannot tell about hold nothing.
 func TestAwaitComposed(t *testing.T) {
 	nopGVK := schema.GroupVersionKind{Group: "nop.example.org", Version: "v1", Kind: "Nop"}
 	xrGVK := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "XDatabase"}
@@ -52,6 +54,7 @@ func TestAwaitComposed(t *testing.T) {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(nopGVK)
 		u.SetName(name)
+		u.SetUID(types.UID(name))
 		if err := inf.GetStore().Add(u); err != nil {
 			t.Fatal(err)
 		}
@@ -127,11 +130,27 @@ func TestAwaitComposed(t *testing.T) {
 		t.Errorf("published after the wait: -want, +got:\n%s", diff)
 	}
 
+	// Cached but not yet mirrored (the handler has yet to take its full
+	// object): held until the handler has mirrored it.
+	src := w.sources[nopGVK]
+	src.spec.full = true
+	src.mirror.full = map[types.UID]*unstructured.Unstructured{"e": {}}
+	cacheNop("e")
+	w.awaitComposed(object.Meta{GVK: xrGVK, Name: "db", UID: "xr-uid", ResourceVersion: "13"}, eventsv1.EventType_EVENT_TYPE_MODIFIED, xrObj("e"), "team", ds)
+	if n := rec.len(); n != 8 {
+		t.Fatalf("published %d events in all; want 8 (the change waits for e's mirror write)", n)
+	}
+	src.takeFull("e", "")
+	w.composedArrived("xr-uid")
+	if diff := cmp.Diff(both("13"), published(8)); diff != "" {
+		t.Errorf("published once mirrored: -want, +got:\n%s", diff)
+	}
+
 	// A kind whose source has not listed holds nothing.
 	w.sources[nopGVK].handler = nil
 	w.composedWait = time.Hour
-	w.awaitComposed(object.Meta{GVK: xrGVK, Name: "db", UID: "xr-uid", ResourceVersion: "13"}, eventsv1.EventType_EVENT_TYPE_MODIFIED, xrObj("never"), "team", ds)
-	if diff := cmp.Diff(both("13"), published(8)); diff != "" {
+	w.awaitComposed(object.Meta{GVK: xrGVK, Name: "db", UID: "xr-uid", ResourceVersion: "14"}, eventsv1.EventType_EVENT_TYPE_MODIFIED, xrObj("never"), "team", ds)
+	if diff := cmp.Diff(both("14"), published(10)); diff != "" {
 		t.Errorf("published for an unlisted kind: -want, +got:\n%s", diff)
 	}
 }

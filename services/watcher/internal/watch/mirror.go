@@ -110,6 +110,19 @@ func (s *source) takeFull(uid types.UID, rv string) *unstructured.Unstructured {
 	return u
 }
 
+// unmirrored reports whether the handler has yet to take an object's full
+// object to mirror it: its informer cached a version the mirror may not
+// hold yet.
+func (s *source) unmirrored(uid types.UID) bool {
+	if !s.spec.full {
+		return false
+	}
+	s.mirror.mu.Lock()
+	defer s.mirror.mu.Unlock()
+	_, ok := s.mirror.full[uid]
+	return ok
+}
+
 // setFailed records the outcome of writing u.
 func (s *source) setFailed(uid types.UID, u *unstructured.Unstructured, err error) {
 	s.mirror.mu.Lock()
