@@ -16,12 +16,12 @@ import (
 // DefaultComposedWait is how long, at most, a change of an XR's spec waits
 // before it reaches the services that read the XR's composed resources
 // (see awaitComposed) when some resource its resourceRefs name is not
-// cached yet.
+// mirrored yet.
 const DefaultComposedWait = 5 * time.Second
 
 // heldXR is a change of an XR's spec whose deliveries to the readers of
-// its composed resources wait for the watcher to cache (and so mirror)
-// every resource its resourceRefs name.
+// its composed resources wait for the watcher to mirror every resource its
+// resourceRefs name.
 type heldXR struct {
 	xr         object.Meta
 	typ        eventsv1.EventType
@@ -48,8 +48,8 @@ func readsComposed(d route.Delivery, xr types.UID) bool {
 }
 
 // awaitComposed publishes deliveries, those of a change of the spec of XR
-// m (cached as u) that go to the readers of its composed resources, once
-// the watcher caches every composed resource the XR's resourceRefs name,
+// m (u in full) that go to the readers of its composed resources, once the
+// watcher has mirrored every composed resource the XR's resourceRefs name,
 // or after the composed wait at most.
 //
 // The renderer writes an XR's resourceRefs before it creates the resources
@@ -109,10 +109,11 @@ func (w *Watcher) awaitComposed(m object.Meta, typ eventsv1.EventType, u *unstru
 }
 
 // composedArrived publishes the held change of XR xr, if any, once the
-// watcher caches every composed resource it waits for. It runs after the
-// arriving resource's mirror write, under the lock awaitComposed checks
-// the cache under, so that no arrival is missed: an informer caches an
-// object before it calls the handler that mirrors it.
+// watcher has mirrored every composed resource it waits for. It runs after
+// the arriving resource's mirror write, under the lock awaitComposed checks
+// under, so that no arrival is missed: a resource awaitComposed found
+// mirrored was taken to the mirror before the check, and one it did not
+// brings its own composedArrived after the check.
 func (w *Watcher) composedArrived(xr types.UID) {
 	w.composedWaits.mu.Lock()
 	h := w.composedWaits.held[xr]
