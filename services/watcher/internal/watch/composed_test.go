@@ -1,10 +1,13 @@
 package watch
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,7 +34,10 @@ func TestAwaitComposed(t *testing.T) {
 	nopGVK := schema.GroupVersionKind{Group: "nop.example.org", Version: "v1", Kind: "Nop"}
 	xrGVK := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "XDatabase"}
 	rec := &recorder{}
-	w := New(nil, nil, nil, rec, WithComposedWait(time.Hour))
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	w := New(nil, nil, nil, rec, WithComposedWait(time.Hour), WithMeterProvider(mp))
 	w.ctx = t.Context()
 	w.live.Store(true)
 	// A composed source that is not running: the test fills its cache.
@@ -144,6 +150,27 @@ func TestAwaitComposed(t *testing.T) {
 	w.composedArrived("xr-uid")
 	if diff := cmp.Diff(both("13"), published(8)); diff != "" {
 		t.Errorf("published once mirrored: -want, +got:\n%s", diff)
+	}
+
+	// How the waits ended: three on the last mirror write, one on the wait.
+	var rm metricdata.ResourceMetrics
+	if err := rd.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	ended := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "loom.watcher.composed.held" {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				o, _ := p.Attributes.Value("outcome")
+				ended[o.AsString()] = p.Value
+			}
+		}
+	}
+	if diff := cmp.Diff(map[string]int64{"mirrored": 3, "timeout": 1}, ended); diff != "" {
+		t.Errorf("loom.watcher.composed.held: -want, +got:\n%s", diff)
 	}
 
 	// A kind whose source has not listed holds nothing.

@@ -147,6 +147,9 @@ type Watcher struct {
 	// normal lane.
 	urgency *urgency
 	demoted metric.Int64Counter
+	// composedHeld counts the XR changes held for their composed
+	// resources, by how the wait ended (awaitComposed).
+	composedHeld metric.Int64Counter
 
 	// pendingRefs are the composed resources whose references have not
 	// resolved, by XR (see pendingReferences).
@@ -234,6 +237,8 @@ func New(dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryI
 	// failed instrument is a no-op one.
 	w.withheld, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.mirror.withheld",
 		metric.WithDescription("Changes whose events the watcher did not publish because it could not write the object to the mirror, by kind; a resync writes and publishes them."))
+	w.composedHeld, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.composed.held",
+		metric.WithDescription("Changes of an XR's spec that waited for the composed resources they name to be mirrored before they reached the secrets service and the binder, by how the wait ended: mirrored, or timeout (--composed-wait passed: a resource was not created, or its mirror write failed)."))
 	w.demoted, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.urgent.demoted",
 		metric.WithDescription("Urgent deliveries the watcher sent to the normal lane because their target had its share of urgent deliveries in the last minute, by service."))
 	if w.mapper == nil && disc != nil {
