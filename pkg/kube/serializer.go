@@ -19,9 +19,10 @@ import (
 // whose JSON of objects is read and written by package objjson instead of
 // encoding/json: the responses to every read and write, the objects of
 // every watch event (a quarter of the watcher's CPU went to decoding them)
-// and the bodies of creates and updates. Everything else (lists, Status
-// errors, watch envelopes, other media types) goes through client-go's own
-// serializer as before.
+// and the bodies of creates and updates; watch events' envelopes are split
+// without decoding them (watchEventSerializer). Everything else (lists,
+// Status errors, other media types) goes through client-go's own serializer
+// as before.
 func NewDynamic(rc *rest.Config) (*dynamic.DynamicClient, error) {
 	cfg := dynamic.ConfigFor(rc)
 	cfg.NegotiatedSerializer = newObjectNegotiator(cfg.NegotiatedSerializer)
@@ -49,6 +50,11 @@ func newObjectNegotiator(base runtime.NegotiatedSerializer) objectNegotiator {
 	for i := range infos {
 		if infos[i].MediaType == runtime.ContentTypeJSON {
 			infos[i].Serializer = objectSerializer{fallback: infos[i].Serializer, meta: meta}
+			if ss := infos[i].StreamSerializer; ss != nil {
+				stream := *ss
+				stream.Serializer = watchEventSerializer{Serializer: ss.Serializer}
+				infos[i].StreamSerializer = &stream
+			}
 		}
 	}
 	return objectNegotiator{NegotiatedSerializer: base, infos: infos}
