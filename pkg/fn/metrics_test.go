@@ -6,15 +6,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/loomxr/loom/pkg/testing/metrictest"
 	fnv1 "github.com/loomxr/loom/proto/fn/v1"
 )
 
@@ -55,25 +54,7 @@ func TestClientTelemetry(t *testing.T) {
 	}
 	parent.End()
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(t.Context(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					got[m.Name+"{"+p.Attributes.Encoded(attribute.DefaultEncoder())+"}"] = p.Value
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					got[m.Name+"{"+p.Attributes.Encoded(attribute.DefaultEncoder())+"}"] = int64(p.Count)
-				}
-			}
-		}
-	}
+	got := metrictest.Counts(t, reader)
 	m, tgt := "grpc_method=/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction", "grpc_target="+target.Endpoint
 	want := map[string]int64{
 		MetricRunFunctionRequests + "{function_name=fn," + m + "," + tgt + "}":                                       2,

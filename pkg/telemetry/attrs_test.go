@@ -7,7 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/loomxr/loom/pkg/testing/metrictest"
 )
 
 // TestAttrs checks that measurements made with an Attrs' options carry the
@@ -28,22 +29,11 @@ func TestAttrs(t *testing.T) {
 	c.Add(t.Context(), 1, a.Option("binder", "XR"))
 	c.Add(t.Context(), 1, a.Option("binder"))
 
-	var rm metricdata.ResourceMetrics
-	if err := rd.Collect(t.Context(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				got[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
-			}
-		}
-	}
+	got := metrictest.Counts(t, rd)
 	want := map[string]int64{
-		"failed=true,kind=XR,service=renderer": 3,
-		"failed=true,kind=XR,service=binder":   1,
-		"failed=true,kind=,service=binder":     1,
+		"test.count{failed=true,kind=XR,service=renderer}": 3,
+		"test.count{failed=true,kind=XR,service=binder}":   1,
+		"test.count{failed=true,kind=,service=binder}":     1,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("counted: -want, +got:\n%s", diff)

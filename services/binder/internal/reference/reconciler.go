@@ -273,7 +273,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	var problems []Problem
 	var errs []error
 	_, had := condition.Find(condition.Observed(xr), TypeReferencesResolved)
-	grace := r.graceLeft(xr, had)
+	grace, since := r.graceLeft(xr, had)
 	var deferred []Problem // waits kept to ourselves within the grace
 	refs := ResourceRefs(xr)
 	sort.Slice(refs, func(i, j int) bool {
@@ -302,7 +302,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 		governed++
 		intent, probs, err := Resolve(ctx, w, xr, obj, rule, FieldManager)
-		if err == nil && grace > 0 && waits(probs) && !slices.ContainsFunc(probs, func(p Problem) bool { return p.Error }) {
+		if err == nil && grace > 0 && waits(probs) && !fails(probs) {
 			// Within the grace: the target's progress brings us back.
 			deferred = append(deferred, probs...)
 			continue
@@ -354,11 +354,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	telemetry.SetReferencesWaiting(string(xr.GetUID()), waiting)
-	if len(deferred) > 0 && !slices.ContainsFunc(problems, func(p Problem) bool { return p.Error }) {
+	if len(deferred) > 0 && !fails(problems) {
 		// Nothing to report yet: what resolved is written, the waits are
 		// looked at again when the grace is over (or a target's change
 		// comes first).
-		r.waitingSince.Add(xr.GetUID(), r.waitStart(xr))
+		r.waitingSince.Add(xr.GetUID(), since)
 		return reconcile.Result{RequeueAfter: grace}, errors.Join(errs...)
 	}
 	r.waitingSince.Remove(xr.GetUID())
@@ -387,23 +387,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, gvk schema.GroupVersionKind,
 	return res, errors.Join(errs...)
 }
 
-// graceLeft returns how much of the wait grace is left for xr: none when
-// there is no grace, or the XR shows a ReferencesResolved condition (had).
-func (r *Reconciler) graceLeft(xr *unstructured.Unstructured, had bool) time.Duration {
-	if r.waitGrace <= 0 || had {
-		return 0
-	}
-	left := r.waitGrace - r.now().Sub(r.waitStart(xr))
-	return max(left, 0)
-}
-
-// waitStart returns when xr's references were first found waiting within
-// the grace, now if they were not.
-func (r *Reconciler) waitStart(xr *unstructured.Unstructured) time.Time {
+// graceLeft returns how much of the wait grace is left for xr (none when
+// there is no grace, or the XR shows a ReferencesResolved condition: had),
+// and when its references were first found waiting within the grace (now
+// if they were not).
+func (r *Reconciler) graceLeft(xr *unstructured.Unstructured, had bool) (time.Duration, time.Time) {
+	since := r.now()
 	if v, ok := r.waitingSince.Get(xr.GetUID()); ok {
-		return v.(time.Time) //nolint:forcetypeassert // Only times are stored.
+		since = v.(time.Time) //nolint:forcetypeassert // Only times are stored.
 	}
-	return r.now()
+	if r.waitGrace <= 0 || had {
+		return 0, since
+	}
+	return max(r.waitGrace-r.now().Sub(since), 0), since
 }
 
 // setCondition applies the XR's ReferencesResolved condition, carrying the
@@ -474,6 +470,11 @@ type world struct {
 // waits reports whether probs hold a wait (a problem that is no error).
 func waits(probs []Problem) bool {
 	return slices.ContainsFunc(probs, func(p Problem) bool { return !p.Error })
+}
+
+// fails reports whether probs hold an error.
+func fails(probs []Problem) bool {
+	return slices.ContainsFunc(probs, func(p Problem) bool { return p.Error })
 }
 
 func newWorld(c Client, xr *unstructured.Unstructured) *world {

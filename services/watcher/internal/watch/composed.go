@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -20,12 +18,6 @@ import (
 // (see awaitComposed) when some resource its resourceRefs name is not
 // mirrored yet.
 const DefaultComposedWait = 5 * time.Second
-
-// The outcomes of loom.watcher.composed.held.
-var (
-	heldMirrored = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "mirrored"))) //nolint:gochecknoglobals // Constant attribute sets.
-	heldTimeout  = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "timeout")))  //nolint:gochecknoglobals // As above.
-)
 
 // heldXR is a change of an XR's spec whose deliveries to the readers of
 // its composed resources wait for the watcher to mirror every resource its
@@ -109,7 +101,7 @@ func (w *Watcher) awaitComposed(m object.Meta, typ eventsv1.EventType, u *unstru
 		delete(w.composedWaits.held, uid)
 		w.composedWaits.mu.Unlock()
 		if !ctxDone(w.ctx) {
-			w.composedHeld.Add(w.ctx, 1, heldTimeout)
+			w.composedHeld.Add(w.ctx, 1, w.composedHeldAttrs.Option("timeout"))
 			w.publishHeld(h)
 		}
 	})
@@ -137,7 +129,7 @@ func (w *Watcher) composedArrived(xr types.UID) {
 	h.timer.Stop()
 	delete(w.composedWaits.held, xr)
 	w.composedWaits.mu.Unlock()
-	w.composedHeld.Add(context.Background(), 1, heldMirrored)
+	w.composedHeld.Add(context.Background(), 1, w.composedHeldAttrs.Option("mirrored"))
 	w.publishHeld(h)
 }
 

@@ -7,12 +7,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/loomxr/loom/pkg/testing/metrictest"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/object"
 	"github.com/loomxr/loom/services/watcher/internal/route"
@@ -153,23 +153,8 @@ func TestAwaitComposed(t *testing.T) {
 	}
 
 	// How the waits ended: three on the last mirror write, one on the wait.
-	var rm metricdata.ResourceMetrics
-	if err := rd.Collect(t.Context(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	ended := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "loom.watcher.composed.held" {
-				continue
-			}
-			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				o, _ := p.Attributes.Value("outcome")
-				ended[o.AsString()] = p.Value
-			}
-		}
-	}
-	if diff := cmp.Diff(map[string]int64{"mirrored": 3, "timeout": 1}, ended); diff != "" {
+	ended := metrictest.Counts(t, rd)
+	if diff := cmp.Diff(map[string]int64{"loom.watcher.composed.held{outcome=mirrored}": 3, "loom.watcher.composed.held{outcome=timeout}": 1}, ended); diff != "" {
 		t.Errorf("loom.watcher.composed.held: -want, +got:\n%s", diff)
 	}
 

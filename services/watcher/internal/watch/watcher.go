@@ -149,7 +149,8 @@ type Watcher struct {
 	demoted metric.Int64Counter
 	// composedHeld counts the XR changes held for their composed
 	// resources, by how the wait ended (awaitComposed).
-	composedHeld metric.Int64Counter
+	composedHeld      metric.Int64Counter
+	composedHeldAttrs *telemetry.Attrs
 
 	// pendingRefs are the composed resources whose references have not
 	// resolved, by XR (see pendingReferences).
@@ -237,6 +238,7 @@ func New(dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryI
 	// failed instrument is a no-op one.
 	w.withheld, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.mirror.withheld",
 		metric.WithDescription("Changes whose events the watcher did not publish because it could not write the object to the mirror, by kind; a resync writes and publishes them."))
+	w.composedHeldAttrs = telemetry.NewAttrs(nil, "outcome")
 	w.composedHeld, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.composed.held",
 		metric.WithDescription("Changes of an XR's spec that waited for the composed resources they name to be mirrored before they reached the secrets service and the binder, by how the wait ended: mirrored, or timeout (--composed-wait passed: a resource was not created, or its mirror write failed)."))
 	w.demoted, _ = w.meters.Meter("github.com/loomxr/loom/services/watcher").Int64Counter("loom.watcher.urgent.demoted",
