@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,17 +40,25 @@ type ComposedLister interface {
 // after the change) by publishing a REQUEUE event for each. The event names
 // the rule as its object, which tells the replica that handles it to reload
 // its rules first.
+//
+// A resync of a rule whose generation this FanOut has already fanned out
+// publishes nothing and lists nothing: the resync brings every XR an event
+// of its own, and every replica that reconciled them since that fan-out had
+// reloaded the rule then (the fan-out's events name it).
 type FanOut struct {
 	rules   *Rules
 	client  ComposedLister
 	pub     Publisher
 	service string
 	now     func() metav1.Time
+
+	mu   sync.Mutex
+	done map[string]int64 // by rule UID, the generation last fanned out
 }
 
 // NewFanOut returns a FanOut that publishes to service's work stream.
 func NewFanOut(rules *Rules, c ComposedLister, pub Publisher, service string) *FanOut {
-	return &FanOut{rules: rules, client: c, pub: pub, service: service, now: metav1.Now}
+	return &FanOut{rules: rules, client: c, pub: pub, service: service, now: metav1.Now, done: map[string]int64{}}
 }
 
 // IsRule reports whether ref names a ReferenceRule.
@@ -75,17 +84,41 @@ func (f *FanOut) Handle(ctx context.Context, ev *eventsv1.Event, rule *eventsv1.
 	if err := f.setStatus(ctx, rule.GetName()); err != nil {
 		errs = append(errs, err)
 	}
+	uid, gen := rule.GetUid(), ev.GetGeneration()
+	if ev.GetType() == eventsv1.EventType_EVENT_TYPE_RESYNC && gen != 0 && f.fannedOut(uid, gen) {
+		return errors.Join(errs...)
+	}
 	sorted := make([]schema.GroupKind, 0, len(kinds))
 	for gk := range kinds {
 		sorted = append(sorted, gk)
 	}
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].String() < sorted[j].String() })
+	failed := false
 	for _, gk := range sorted {
 		if err := f.requeue(ctx, ev, gk); err != nil {
 			errs = append(errs, err)
+			failed = true
 		}
 	}
+	if !failed && uid != "" && gen != 0 {
+		f.mu.Lock()
+		if ev.GetType() == eventsv1.EventType_EVENT_TYPE_DELETED {
+			delete(f.done, uid)
+		} else {
+			f.done[uid] = gen
+		}
+		f.mu.Unlock()
+	}
 	return errors.Join(errs...)
+}
+
+// fannedOut reports whether the rule of that UID was fanned out at
+// generation gen.
+func (f *FanOut) fannedOut(uid string, gen int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g, ok := f.done[uid]
+	return ok && g == gen
 }
 
 // requeue publishes a REQUEUE event for every XR that controls a resource of

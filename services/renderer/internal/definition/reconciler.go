@@ -29,6 +29,7 @@ import (
 	"github.com/loomxr/loom/pkg/apis/common"
 	"github.com/loomxr/loom/pkg/apply"
 	"github.com/loomxr/loom/pkg/condition"
+	kitkube "github.com/loomxr/loom/pkg/kube"
 	"github.com/loomxr/loom/pkg/reconcile"
 	"github.com/loomxr/loom/pkg/xcrd"
 	"github.com/loomxr/loom/services/renderer/internal/event"
@@ -214,7 +215,11 @@ func (r *Reconciler) applyCRD(ctx context.Context, xrd *unstructured.Unstructure
 	if err != nil {
 		return false, err
 	}
-	cur, err := r.client.Get(ctx, crdGVK, "", crd.GetName())
+	// The write below is a server-side apply, and the watcher mirrors every
+	// CRD and tells the renderer of a change of one an XRD controls: the
+	// read path may answer with any version it holds (a resync of an
+	// unchanged XRD reads nothing from the API server).
+	cur, err := r.client.Get(kitkube.Guarded(ctx), crdGVK, "", crd.GetName())
 	if err != nil && !kerrors.IsNotFound(err) {
 		return false, fmt.Errorf("cannot get CustomResourceDefinition %q: %w", crd.GetName(), err)
 	}

@@ -131,9 +131,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string, ev *eventsv1.Ev
 	if err != nil {
 		return reconcile.Terminal(err)
 	}
-	revs, err := r.store.List(ctx, name, true)
+	// The revisions as the object mirror shows them answer when the latest
+	// is the current hash's: ensure would write nothing. Otherwise, before
+	// it writes, a LIST shows the revisions this replica may have just
+	// created. A mirror behind a revision created since shows another hash
+	// as the latest, or brings that revision's event later.
+	revs, err := r.store.List(ctx, name, false)
 	if err != nil {
 		return err
+	}
+	if l := composition.Latest(revs, nil); l == nil || l.GetLabels()[v1.LabelCompositionHash] != hashLabel(hash) {
+		if revs, err = r.store.List(ctx, name, true); err != nil {
+			return err
+		}
 	}
 	changed, err := r.ensure(ctx, u, comp, hash, revs)
 	if err != nil {
