@@ -6,11 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/loomxr/loom/pkg/bus"
+	"github.com/loomxr/loom/pkg/mirror"
 )
 
 // busReading is the state of Loom's work streams at one moment.
@@ -82,4 +85,65 @@ func (r busReading) published(before busReading) (map[string]uint64, uint64) {
 		total += d
 	}
 	return out, total
+}
+
+// JetStreamUsage is what the NATS servers' JetStream holds at one moment:
+// the object mirror, Loom's work streams and its small buckets (members,
+// leases, watch requests). The servers run inside the harness process
+// (the embedded default), so their memory is part of the harness's
+// resident memory (peak_rss_mb_by_process), which also holds the load
+// generator; MemoryMiB is only what JetStream keeps in memory storage.
+type JetStreamUsage struct {
+	// StoreMiB is JetStream's file storage in use, as it accounts it
+	// (the streams' messages); DiskMiB is the size of the store folders
+	// on disk (messages, indexes and metadata).
+	StoreMiB float64 `json:"store_mib"`
+	DiskMiB  float64 `json:"disk_mib"`
+	// MemoryMiB is JetStream's memory storage in use.
+	MemoryMiB float64 `json:"memory_mib"`
+	Streams   int     `json:"streams"`
+	// MirrorEntries and MirrorMiB are the object mirror's bucket: one
+	// entry per object it holds (history 1) and their bytes.
+	MirrorEntries uint64  `json:"mirror_entries"`
+	MirrorMiB     float64 `json:"mirror_mib"`
+}
+
+// usage reads JetStream's account usage and the mirror bucket's state, and
+// measures the store folders under storeDir on disk.
+func (b *busStats) usage(ctx context.Context, storeDir string) (JetStreamUsage, error) {
+	const mib = 1 << 20
+	ai, err := b.js.AccountInfo(ctx)
+	if err != nil {
+		return JetStreamUsage{}, fmt.Errorf("cannot read JetStream's account usage: %w", err)
+	}
+	u := JetStreamUsage{StoreMiB: float64(ai.Store) / mib, MemoryMiB: float64(ai.Memory) / mib, Streams: ai.Streams}
+	kv, err := b.js.KeyValue(ctx, mirror.Bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+	case err != nil:
+		return u, fmt.Errorf("cannot open the mirror bucket: %w", err)
+	default:
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return u, fmt.Errorf("cannot read the mirror bucket: %w", err)
+		}
+		u.MirrorEntries, u.MirrorMiB = st.Values(), float64(st.Bytes())/mib
+	}
+	var disk int64
+	err = filepath.WalkDir(storeDir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		disk += fi.Size()
+		return nil
+	})
+	if err != nil {
+		return u, fmt.Errorf("cannot measure the JetStream store on disk: %w", err)
+	}
+	u.DiskMiB = float64(disk) / mib
+	return u, nil
 }

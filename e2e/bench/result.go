@@ -27,6 +27,10 @@ type Result struct {
 	Replicas map[string]int `json:"replicas"`
 	// NATSServers is the size of the NATS cluster (1: a single server).
 	NATSServers int `json:"nats_servers"`
+	// JetStream is what the NATS servers' JetStream held once every claim
+	// was Ready and the system quiet: the store on disk, the object
+	// mirror's entries and bytes.
+	JetStream *JetStreamUsage `json:"jetstream,omitempty"`
 	// ServiceFlags are extra flags the services ran with (experiments).
 	ServiceFlags map[string][]string `json:"service_flags,omitempty"`
 

@@ -282,6 +282,11 @@ func (r *run) measure(ctx context.Context) error {
 	if err := r.claims(ctx); err != nil {
 		return err
 	}
+	if u, err := r.bus.usage(ctx, filepath.Join(r.s.StateDir(), "nats")); err != nil {
+		r.res.Notes = append(r.res.Notes, err.Error())
+	} else {
+		r.res.JetStream = &u
+	}
 	if !r.cfg.NoResync {
 		if err := r.resync(ctx); err != nil {
 			return err

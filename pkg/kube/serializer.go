@@ -53,6 +53,7 @@ func newObjectNegotiator(base runtime.NegotiatedSerializer) objectNegotiator {
 			if ss := infos[i].StreamSerializer; ss != nil {
 				stream := *ss
 				stream.Serializer = watchEventSerializer{Serializer: ss.Serializer}
+				stream.Framer = objectFramer{Framer: ss.Framer}
 				infos[i].StreamSerializer = &stream
 			}
 		}
