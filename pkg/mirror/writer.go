@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,9 +31,11 @@ const (
 // methods are safe for concurrent use; each blocks until JetStream stored
 // the change (or failed to).
 type Writer struct {
-	kv     jetstream.KeyValue
-	writes metric.Int64Counter
-	attrs  *telemetry.Attrs
+	kv       jetstream.KeyValue
+	writes   metric.Int64Counter
+	duration metric.Float64Histogram
+	attrs    *telemetry.Attrs
+	opAttrs  *telemetry.Attrs
 }
 
 // NewWriter returns a Writer of the bucket kv (see EnsureBucket).
@@ -41,7 +44,10 @@ func NewWriter(kv jetstream.KeyValue) *Writer {
 	// failed instrument is a no-op one.
 	c, _ := otel.Meter("github.com/loomxr/loom/pkg/mirror").Int64Counter("loom.mirror.writes",
 		metric.WithDescription("Writes to the object mirror, by operation (put, purge, reconcile: a purge of a key whose object is gone, too_large: a purge of an object too large to mirror) and outcome (ok, error)."))
-	return &Writer{kv: kv, writes: c, attrs: telemetry.NewAttrs(nil, "op", "outcome")}
+	h, _ := otel.Meter("github.com/loomxr/loom/pkg/mirror").Float64Histogram("loom.mirror.write.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a write to the object mirror took, until JetStream stored it, by operation (put, purge, reconcile, too_large). The watcher publishes an event only once its object is written."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+	return &Writer{kv: kv, writes: c, duration: h, attrs: telemetry.NewAttrs(nil, "op", "outcome"), opAttrs: telemetry.NewAttrs(nil, "op")}
 }
 
 // Put writes obj, as JSON (package objjson), under its key, replacing what the key held. It is
@@ -61,13 +67,28 @@ func (w *Writer) Put(ctx context.Context, obj *unstructured.Unstructured) error 
 	if err != nil {
 		return fmt.Errorf("cannot encode %s %s: %w", gk.Kind, k.Name, err)
 	}
-	_, err = w.kv.Put(ctx, k.String(), data)
+	return w.put(ctx, k, data)
+}
+
+// PutJSON is Put of an object already encoded: data is package objjson's
+// encoding of the object of kind gk named namespace/name.
+func (w *Writer) PutJSON(ctx context.Context, gk schema.GroupKind, namespace, name string, data []byte) error {
+	if !Mirrored(gk) {
+		return fmt.Errorf("cannot mirror %s %s: %w", gk.Kind, name, ErrSecret)
+	}
+	return w.put(ctx, KeyOf(gk, namespace, name), data)
+}
+
+func (w *Writer) put(ctx context.Context, k Key, data []byte) error {
+	start := time.Now()
+	_, err := w.kv.Put(ctx, k.String(), data)
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return w.purge(ctx, opTooLarge, k)
 	}
+	w.observe(ctx, opPut, start)
 	w.count(ctx, opPut, err)
 	if err != nil {
-		return fmt.Errorf("cannot mirror %s %s: %w", gk.Kind, k.Name, err)
+		return fmt.Errorf("cannot mirror %s %s: %w", k.Kind, k.Name, err)
 	}
 	return nil
 }
@@ -79,7 +100,9 @@ func (w *Writer) Delete(ctx context.Context, gk schema.GroupKind, namespace, nam
 }
 
 func (w *Writer) purge(ctx context.Context, op string, k Key) error {
+	start := time.Now()
 	err := w.kv.Purge(ctx, k.String())
+	w.observe(ctx, op, start)
 	w.count(ctx, op, err)
 	if err != nil {
 		return fmt.Errorf("cannot purge %s %s from the mirror: %w", k.Kind, k.Name, err)
@@ -117,7 +140,9 @@ func (w *Writer) Reconcile(ctx context.Context, exists func(Key) bool) (int, err
 		if k, err := ParseKey(s); err == nil && exists(k) {
 			continue
 		}
+		start := time.Now()
 		err := w.kv.Purge(ctx, s)
+		w.observe(ctx, opReconcile, start)
 		w.count(ctx, opReconcile, err)
 		if err != nil {
 			return purged, fmt.Errorf("cannot purge %s from the mirror: %w", s, err)
@@ -128,6 +153,10 @@ func (w *Writer) Reconcile(ctx context.Context, exists func(Key) bool) (int, err
 		return purged, fmt.Errorf("cannot drop the mirror's old delete markers: %w", err)
 	}
 	return purged, nil
+}
+
+func (w *Writer) observe(ctx context.Context, op string, start time.Time) {
+	w.duration.Record(context.WithoutCancel(ctx), time.Since(start).Seconds(), w.opAttrs.Option(op))
 }
 
 func (w *Writer) count(ctx context.Context, op string, err error) {

@@ -140,7 +140,7 @@ func TestAwaitComposed(t *testing.T) {
 	// object): held until the handler has mirrored it.
 	src := w.sources[nopGVK]
 	src.spec.full = true
-	src.mirror.full = map[types.UID]*unstructured.Unstructured{"e": {}}
+	src.mirror.full = map[types.UID]fullObject{"e": {obj: &unstructured.Unstructured{}}}
 	cacheNop("e")
 	w.awaitComposed(object.Meta{GVK: xrGVK, Name: "db", UID: "xr-uid", ResourceVersion: "13"}, eventsv1.EventType_EVENT_TYPE_MODIFIED, xrObj("e"), "team", ds)
 	if n := rec.len(); n != 8 {

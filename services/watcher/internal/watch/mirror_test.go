@@ -26,6 +26,7 @@ import (
 
 	"github.com/loomxr/loom/pkg/bus/bustest"
 	"github.com/loomxr/loom/pkg/mirror"
+	"github.com/loomxr/loom/pkg/objjson"
 	"github.com/loomxr/loom/pkg/testing/poll"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/object"
@@ -98,6 +99,13 @@ func (f *flakyMirror) Put(ctx context.Context, u *unstructured.Unstructured) err
 		return errUnreachable
 	}
 	return f.Writer.Put(ctx, u)
+}
+
+func (f *flakyMirror) PutJSON(ctx context.Context, gk schema.GroupKind, namespace, name string, data []byte) error {
+	if f.fail.Load() {
+		return errUnreachable
+	}
+	return f.Writer.PutJSON(ctx, gk, namespace, name, data)
 }
 
 // withheld returns the sum of the watcher's withheld-events counter.
@@ -280,10 +288,59 @@ func TestKeepFull(t *testing.T) {
 				}
 				last = out
 			}
-			got := s.takeFull(types.UID("n-uid"), tc.rv)
+			got, _ := s.takeFull(types.UID("n-uid"), tc.rv)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\ntakeFull(): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestKeepFullEncoded checks that a source holds at most maxDecodedFull
+// full objects decoded and the rest encoded, so that a list's objects, all
+// transformed before the handler takes the first, cost their JSON's memory;
+// and that an object held encoded is taken as the one the API server sent,
+// with the JSON the mirror is written.
+func TestKeepFullEncoded(t *testing.T) {
+	const n = maxDecodedFull + 10
+	s := &source{gvk: gvkNop, spec: spec{full: true}}
+	transform := s.keepFull(object.Transform(object.ShapeComposition))
+	var sent []*unstructured.Unstructured
+	for i := range n {
+		u := composedNop(fmt.Sprintf("n%03d", i), "7")
+		sent = append(sent, u.DeepCopy())
+		if _, err := transform(u); err != nil {
+			t.Fatalf("transform(): %v", err)
+		}
+	}
+	encoded := 0
+	for _, e := range s.mirror.full {
+		if e.obj == nil && e.data != nil {
+			encoded++
+		}
+	}
+	if s.mirror.decoded != maxDecodedFull || encoded != n-maxDecodedFull {
+		t.Errorf("held %d decoded and %d encoded; want %d and %d", s.mirror.decoded, encoded, maxDecodedFull, n-maxDecodedFull)
+	}
+	for i, want := range sent {
+		got, data := s.takeFull(want.GetUID(), "7")
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("takeFull(%s): -sent, +got:\n%s", want.GetName(), diff)
+		}
+		if i < maxDecodedFull != (data == nil) {
+			t.Errorf("takeFull(%s): JSON %q; want it only for the objects held encoded (from the %dth on)", want.GetName(), data, maxDecodedFull+1)
+		}
+		if data != nil {
+			dec, err := objjson.DecodeObject(data)
+			if err != nil {
+				t.Fatalf("takeFull(%s): JSON that does not decode: %v", want.GetName(), err)
+			}
+			if diff := cmp.Diff(want, dec); diff != "" {
+				t.Errorf("takeFull(%s): JSON of another object: -sent, +decoded:\n%s", want.GetName(), diff)
+			}
+		}
+	}
+	if len(s.mirror.full) != 0 || s.mirror.decoded != 0 {
+		t.Errorf("after taking every object, %d are held (%d decoded); want none", len(s.mirror.full), s.mirror.decoded)
 	}
 }
