@@ -3,11 +3,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -393,6 +395,11 @@ func (r *run) latencies(ctx context.Context, created []time.Time, claimSeen, xrS
 	}
 
 	var ready, readyObs, engine, engineObs, claimAfterXR []float64
+	type named struct {
+		name string
+		v    float64
+	}
+	var slowest []named
 	for _, c := range claims {
 		s, t := readyCondition(c)
 		if s == "True" {
@@ -436,7 +443,13 @@ func (r *run) latencies(ctx context.Context, created []time.Time, claimSeen, xrS
 		engine = append(engine, xt.Sub(latest).Seconds())
 		if xSeen, ok := xrSeen[x.GetName()]; ok && obsOK {
 			engineObs = append(engineObs, xSeen.Sub(latestObs).Seconds())
+			slowest = append(slowest, named{x.GetName(), xSeen.Sub(latestObs).Seconds()})
 		}
+	}
+	slices.SortFunc(slowest, func(a, b named) int { return cmp.Compare(b.v, a.v) })
+	r.res.EngineAddedObservedSlowest = map[string]float64{}
+	for _, n := range slowest[:min(len(slowest), 5)] {
+		r.res.EngineAddedObservedSlowest[n.name] = round(n.v, 3)
 	}
 	r.res.ReadyP50S = round(percentile(ready, 0.50), 3)
 	r.res.ReadyP99S = round(percentile(ready, 0.99), 3)

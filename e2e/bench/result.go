@@ -68,6 +68,10 @@ type Result struct {
 	EngineAddedP99S         float64 `json:"engine_added_p99_s"`
 	EngineAddedObservedP50S float64 `json:"engine_added_observed_p50_s"`
 	EngineAddedObservedP99S float64 `json:"engine_added_observed_p99_s"`
+	// EngineAddedObservedSlowest are the five XRs whose engine-added time
+	// (observed) was longest, by name: where to start a timeline
+	// (loombench -timeline).
+	EngineAddedObservedSlowest map[string]float64 `json:"engine_added_observed_slowest,omitempty"`
 	// ClaimToXRReadyObservedP99S is the claim's Ready minus its XR's, both
 	// seen by the harness's watches: the binder's share of the latency.
 	ClaimAfterXRObservedP99S float64 `json:"claim_after_xr_observed_p99_s"`

@@ -209,64 +209,78 @@ func (d *decoder) value() (any, error) {
 
 func (d *decoder) object() (any, error) {
 	m := map[string]any{}
-	err := d.sequence('}', func() error {
+	d.pos++
+	d.space()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return m, nil
+	}
+	for {
+		d.space()
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return d.fail("expected a member name")
+			return m, d.fail("expected a member name")
 		}
 		k, err := d.string()
 		if err != nil {
-			return err
+			return m, err
 		}
 		d.space()
 		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
-			return d.fail("expected ':'")
+			return m, d.fail("expected ':'")
 		}
 		d.pos++
 		d.space()
 		v, err := d.value()
 		m[k] = v
-		return err
-	})
-	return m, err
+		if err != nil {
+			return m, err
+		}
+		if err := d.next('}'); err != nil {
+			return m, err
+		}
+		if d.data[d.pos-1] == '}' {
+			return m, nil
+		}
+	}
 }
 
 func (d *decoder) array() (any, error) {
 	a := []any{}
-	err := d.sequence(']', func() error {
-		v, err := d.value()
-		a = append(a, v)
-		return err
-	})
-	return a, err
-}
-
-// sequence reads the members of an object or the elements of an array, one
-// by each call of one, up to end; d.pos is at the opening bracket.
-func (d *decoder) sequence(end byte, one func() error) error {
 	d.pos++
 	d.space()
-	if d.pos < len(d.data) && d.data[d.pos] == end {
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
-		return nil
+		return a, nil
 	}
 	for {
 		d.space()
-		if err := one(); err != nil {
-			return err
+		v, err := d.value()
+		a = append(a, v)
+		if err != nil {
+			return a, err
 		}
-		d.space()
-		if d.pos >= len(d.data) {
-			return d.fail("unexpected end")
+		if err := d.next(']'); err != nil {
+			return a, err
 		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case end:
-			d.pos++
-			return nil
-		default:
-			return d.fail("expected ',' or '" + string(end) + "'")
+		if d.data[d.pos-1] == ']' {
+			return a, nil
 		}
+	}
+}
+
+// next reads what follows a member or an element: a ',' or end, after
+// which d.pos is.
+func (d *decoder) next(end byte) error {
+	d.space()
+	if d.pos >= len(d.data) {
+		return d.fail("unexpected end")
+	}
+	switch d.data[d.pos] {
+	case ',', end:
+		d.pos++
+		return nil
+	default:
+		return d.fail("expected ',' or '" + string(end) + "'")
 	}
 }
 
@@ -280,6 +294,11 @@ func (d *decoder) string() (string, error) {
 		switch {
 		case c == '"':
 			d.pos = i + 1
+			if i-start <= maxInterned {
+				if v, ok := interned[string(d.data[start:i])]; ok {
+					return v, nil
+				}
+			}
 			return string(d.data[start:i]), nil
 		case c == '\\' || c >= utf8.RuneSelf:
 			return d.slowString(start)
