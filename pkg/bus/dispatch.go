@@ -460,6 +460,7 @@ func (l *lease) fold(t *target, pm *pending) {
 	t.resync = false
 	if t.held != nil {
 		// Superseded before it was handled; pm carries the work now.
+		keepHandOver(t.held, pm)
 		_ = t.held.msg.Ack()
 		t.folded++
 	}
@@ -486,6 +487,7 @@ func (l *lease) handle(t *target, pm *pending, p pool) {
 	next, folded, links := t.take(pm)
 	l.mu.Unlock()
 	if next != nil {
+		keepHandOver(pm, next)
 		l.supersede(pm, next, folded+1, 0, nil)
 		pm = next
 	}
@@ -563,6 +565,16 @@ func (t *target) take(pm *pending) (next *pending, folded int, links []trace.Lin
 		next = nil // a redelivery of pm
 	}
 	return next, folded, links
+}
+
+// keepHandOver gives next, which supersedes old before old was handled,
+// the result old hands over (eventsv1.Event.Publication) when next hands
+// none over itself: an event that says something changed may replace
+// another, but a hand-over is news no other event repeats.
+func keepHandOver(old, next *pending) {
+	if p := old.req.Event.GetPublication(); p != nil && next.req.Event.GetPublication() == nil && next.req.Event != nil {
+		next.req.Event.Publication = p
+	}
 }
 
 // supersede settles pm, which next replaces after folding folded events:

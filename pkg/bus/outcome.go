@@ -143,10 +143,10 @@ func (l *lease) requeue(pm *pending, delay time.Duration) {
 // target of a work subject, in any of its lanes, is still in the stream and
 // comes back by at (Unix nanoseconds).
 func (l *lease) timerBy(subject string, at int64) bool {
-	base := strings.TrimSuffix(strings.TrimSuffix(subject, "."+urgentToken), "."+resyncToken)
+	base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(subject, "."+urgentToken), "."+resyncToken), handOverSuffix)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken} {
+	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken, base + handOverSuffix} {
 		if t, ok := l.timers[s]; ok && t <= at {
 			return true
 		}

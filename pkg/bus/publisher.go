@@ -192,6 +192,8 @@ func (p *Publisher) message(service string, ev *eventsv1.Event) (*nats.Msg, erro
 		// Background work, served only when no real change waits; never
 		// urgent, since nothing is known to have changed.
 		subject = ResyncWorkSubject(service, p.cfg.Partitions, target.GetUid())
+	case ev.GetPublication() != nil:
+		subject = HandOverWorkSubject(service, p.cfg.Partitions, target.GetUid())
 	case ev.GetUrgent():
 		subject = UrgentWorkSubject(service, p.cfg.Partitions, target.GetUid())
 	default:

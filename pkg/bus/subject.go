@@ -47,6 +47,22 @@ func ResyncWorkSubject(service string, partitions int, uid string) string {
 	return WorkSubject(service, partitions, uid) + "." + resyncToken
 }
 
+// handOverSuffix ends the last token of the subject of a request that
+// hands a result over (eventsv1.Event.Publication).
+const handOverSuffix = "_handover"
+
+// HandOverWorkSubject is the subject of a request that hands a result over
+// to the target's service (eventsv1.Event.Publication: what the secrets
+// service published for an XR): loom.<service>.<partition>.<uid>_handover.
+// It is a subject of its own so that the stream, which keeps one message
+// per subject, never replaces it with a later event of the target before
+// the worker has received it; the worker then serves it in the target's
+// normal lane and keeps its hand-over in whatever newer event it is folded
+// into. UIDs never hold '_'.
+func HandOverWorkSubject(service string, partitions int, uid string) string {
+	return WorkSubject(service, partitions, uid) + handOverSuffix
+}
+
 // DeadLetterSubject is the dead-letter subject of a service: loom.dlq.<service>.
 func DeadLetterSubject(service string) string {
 	return fmt.Sprintf("%s.%s.%s", subjectPrefix, dlqToken, service)
@@ -65,8 +81,9 @@ func parseWorkSubject(subject string) (service string, partition int, uid string
 		parts = parts[:4]
 	}
 	if len(parts) != 4 || parts[0] != subjectPrefix || parts[1] == dlqToken {
-		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>[.%s|.%s]", subject, subjectPrefix, urgentToken, resyncToken)
+		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>[.%s|.%s|%s]", subject, subjectPrefix, urgentToken, resyncToken, handOverSuffix)
 	}
+	parts[3] = strings.TrimSuffix(parts[3], handOverSuffix)
 	p, err := strconv.Atoi(parts[2])
 	if err != nil || p < 0 {
 		return "", 0, "", fmt.Errorf("cannot parse work subject %q: bad partition %q", subject, parts[2])

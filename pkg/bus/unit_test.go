@@ -82,6 +82,7 @@ func TestSubjects(t *testing.T) {
 		"Consumer":   {reason: "consumers are numbered with two digits", got: ConsumerName(Renderer, 7), want: "renderer-p07"},
 		"Filter":     {reason: "a partition consumer sees only its own targets", got: partitionFilter(Binder, 3), want: "loom.binder.3.*"},
 		"Resync":     {reason: "a resync lane's subjects end in resync", got: ResyncWorkSubject(Renderer, 32, u), want: fmt.Sprintf("loom.renderer.%d.%s.resync", p, u)},
+		"HandOver":   {reason: "a hand-over has a subject of its own that the partition's normal consumer sees", got: HandOverWorkSubject(Renderer, 32, u), want: fmt.Sprintf("loom.renderer.%d.%s_handover", p, u)},
 		"ResyncConsumer": {reason: "a resync lane has its own consumer, on its own subjects", got: fmt.Sprint(ResyncConsumerName(Binder, 3), " ", Config{}.resyncConsumerConfig(Binder, 3).FilterSubject),
 			want: "binder-p03-resync loom.binder.3.*.resync"},
 		"UrgentConsumer": {reason: "the urgent lane's consumer keeps its name and subjects", got: fmt.Sprint(Config{}.urgentConsumerConfig(Binder, 3).Durable, " ", Config{}.urgentConsumerConfig(Binder, 3).FilterSubject),
@@ -99,7 +100,7 @@ func TestSubjects(t *testing.T) {
 	if got := Partition("a", 1<<31); got != int(0xe40c292c%(1<<31)) {
 		t.Errorf("Partition(a) = %d; fnv-1a changed", got)
 	}
-	for _, subject := range []string{WorkSubject(Renderer, 32, u), UrgentWorkSubject(Renderer, 32, u), ResyncWorkSubject(Renderer, 32, u)} {
+	for _, subject := range []string{WorkSubject(Renderer, 32, u), UrgentWorkSubject(Renderer, 32, u), ResyncWorkSubject(Renderer, 32, u), HandOverWorkSubject(Renderer, 32, u)} {
 		svc, part, id, err := parseWorkSubject(subject)
 		if err != nil || svc != Renderer || part != p || id != u {
 			t.Errorf("parseWorkSubject(%s) round trip: %s %d %s %v", subject, svc, part, id, err)
@@ -113,19 +114,24 @@ func TestPublishLane(t *testing.T) {
 	const u = "6f1d3c2a-9b8e-4f7a-a1b2-c3d4e5f60718"
 	cases := map[string]struct {
 		reason string
-		typ    eventsv1.EventType
-		urgent bool
-		want   string
+		typ         eventsv1.EventType
+		urgent      bool
+		publication bool
+		want        string
 	}{
 		"Change":       {reason: "a change goes to the normal lane", typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, want: WorkSubject(Binder, 32, u)},
 		"UrgentChange": {reason: "an urgent change goes to the urgent lane", typ: eventsv1.EventType_EVENT_TYPE_MODIFIED, urgent: true, want: UrgentWorkSubject(Binder, 32, u)},
 		"Resync":       {reason: "a resync goes to the resync lane", typ: eventsv1.EventType_EVENT_TYPE_RESYNC, want: ResyncWorkSubject(Binder, 32, u)},
 		"UrgentResync": {reason: "a resync marked urgent still goes to the resync lane", typ: eventsv1.EventType_EVENT_TYPE_RESYNC, urgent: true, want: ResyncWorkSubject(Binder, 32, u)},
+		"HandOver":     {reason: "a hand-over goes to a subject of its own, urgent or not", typ: eventsv1.EventType_EVENT_TYPE_REQUEUE, urgent: true, publication: true, want: HandOverWorkSubject(Binder, 32, u)},
 	}
 	p := NewPublisher(nil, WithConfig(Config{Partitions: 32}))
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ev := &eventsv1.Event{Object: &eventsv1.ObjectRef{Kind: "XThing", Name: "x", Uid: u}, ResourceVersion: "1", Type: tc.typ, Urgent: tc.urgent}
+			if tc.publication {
+				ev.Publication = &eventsv1.Publication{Status: "True", Reason: "Published"}
+			}
 			msg, err := p.message(Binder, ev)
 			if err != nil {
 				t.Fatal(err)

@@ -1104,3 +1104,77 @@ func TestHoldGivesSlotUp(t *testing.T) {
 		t.Errorf("held events dead-lettered: %+v", dls)
 	}
 }
+
+// A hand-over (an event carrying a Publication) is never lost to the events
+// of its target that follow it: neither in the stream, which keeps one
+// message per subject, nor in the worker, which folds events that wait for
+// the same target into the newest. The handler sees it with the newest
+// version.
+func TestHandOverKeptAcrossEvents(t *testing.T) {
+	h := newHarness(t, heldConfig())
+	release := make(chan struct{})
+	var (
+		mu   sync.Mutex
+		runs []string // resourceVersion, and "+p" when the run saw the hand-over
+	)
+	r0 := h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		run := r.Event.GetResourceVersion()
+		if r.Event.GetPublication() != nil {
+			run += "+p"
+		}
+		mu.Lock()
+		runs = append(runs, run)
+		first := len(runs) == 1
+		mu.Unlock()
+		if first {
+			// Hold the first run so that what follows waits behind it.
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return bus.Result{}, ctx.Err()
+			}
+		}
+		return bus.Result{}, nil
+	}))
+	poll.True(t, 5*time.Second, "the replica to own every partition", func() bool {
+		return len(r0.w.Owned()) == h.cfg.Partitions
+	})
+	pub := h.publisher()
+	publish := func(ev *eventsv1.Event) {
+		t.Helper()
+		if err := pub.Publish(t.Context(), bus.Renderer, ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(event(uid(1), 1))
+	poll.True(t, 5*time.Second, "the first run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) == 1
+	})
+	handOver := event(uid(1), 2)
+	handOver.Type = eventsv1.EventType_EVENT_TYPE_REQUEUE
+	handOver.Publication = &eventsv1.Publication{Status: "True", Reason: "Published"}
+	publish(handOver)
+	for rv := 3; rv <= 5; rv++ {
+		publish(event(uid(1), rv))
+	}
+	close(release)
+	poll.True(t, 10*time.Second, "the newest version's run and an empty stream", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) > 1 && strings.HasPrefix(runs[len(runs)-1], "5") && h.workPending(bus.Renderer) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	saw := false
+	for _, r := range runs[1:] {
+		saw = saw || strings.HasSuffix(r, "+p")
+	}
+	if !saw {
+		t.Errorf("runs %v: no run after the first saw the hand-over", runs)
+	}
+}
