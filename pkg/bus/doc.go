@@ -46,6 +46,13 @@
 // urgent and resync consumers are created by the first worker that owns
 // their partition.
 //
+// A hand-over (an event carrying a Publication: what the secrets service
+// published for an XR, for the renderer to write) goes to
+// loom.<service>.<partition>.<targetUID>_handover, a subject of its own
+// that the partition's normal consumer serves, so that no later event of
+// the target replaces it in the stream; a worker that folds it into a
+// newer event of the target keeps its Publication in that event.
+//
 // LOOM_DLQ holds dead letters on loom.dlq.<service>: the original payload and
 // headers plus Loom-Dlq-Reason, -Deliveries, -Subject, -Stream-Seq,
 // -Failed-At and -Service. ReplayDeadLetter publishes one back to its work
