@@ -104,11 +104,7 @@ func TestCoalescesEventsForOneObject(t *testing.T) {
 		if first {
 			// Hold the first handling until every event is published, so
 			// that the rest pile up behind it.
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return bus.Result{}, ctx.Err()
-			}
+			return bus.Result{}, awaitRelease(ctx, release)
 		}
 		return bus.Result{}, nil
 	}))
@@ -1128,11 +1124,7 @@ func TestHandOverKeptAcrossEvents(t *testing.T) {
 		mu.Unlock()
 		if first {
 			// Hold the first run so that what follows waits behind it.
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return bus.Result{}, ctx.Err()
-			}
+			return bus.Result{}, awaitRelease(ctx, release)
 		}
 		return bus.Result{}, nil
 	}))
@@ -1176,5 +1168,16 @@ func TestHandOverKeptAcrossEvents(t *testing.T) {
 	}
 	if !saw {
 		t.Errorf("runs %v: no run after the first saw the hand-over", runs)
+	}
+}
+
+// awaitRelease holds a handler run until release is closed, or fails it
+// when its context ends first.
+func awaitRelease(ctx context.Context, release <-chan struct{}) error {
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
