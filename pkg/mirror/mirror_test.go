@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -468,5 +469,43 @@ func TestList(t *testing.T) {
 				t.Errorf("%s\nList(): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestWithoutManagedFields checks that a Reader made WithoutManagedFields
+// answers Get and List with the objects written, but for their
+// managedFields, and that a default Reader keeps them.
+func TestWithoutManagedFields(t *testing.T) {
+	ctx := t.Context()
+	kv := startBucket(t, 0)
+	w := NewWriter(kv)
+	o := widget("ns-a", "w1", "1", map[string]string{"tier": "gold"})
+	o.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "loom-renderer", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "example.org/v1", FieldsType: "FieldsV1"}})
+	if err := w.Put(ctx, o); err != nil {
+		t.Fatalf("Put(): %v", err)
+	}
+	lean := o.DeepCopy()
+	lean.SetManagedFields(nil)
+	for name, tc := range map[string]struct {
+		r    *Reader
+		want *unstructured.Unstructured
+	}{
+		"Default":              {r: NewReader(kv), want: o},
+		"WithoutManagedFields": {r: NewReader(kv, WithoutManagedFields()), want: lean},
+	} {
+		got, st, err := tc.r.Get(ctx, gvkWidget, "ns-a", "w1", "1")
+		if err != nil || st != Fresh {
+			t.Fatalf("%s: Get(): %v, %v", name, st, err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: Get(): -want, +got:\n%s", name, diff)
+		}
+		l, err := tc.r.List(ctx, gvkWidget, "ns-a", nil)
+		if err != nil || len(l) != 1 {
+			t.Fatalf("%s: List(): %d objects, %v", name, len(l), err)
+		}
+		if diff := cmp.Diff(tc.want, l[0]); diff != "" {
+			t.Errorf("%s: List(): -want, +got:\n%s", name, diff)
+		}
 	}
 }

@@ -19,11 +19,29 @@ import (
 // concurrent use and block for one JetStream round trip (List: one scan of
 // a kind's keys). Objects it returns are the caller's to change.
 type Reader struct {
-	kv jetstream.KeyValue
+	kv     jetstream.KeyValue
+	decode func([]byte) (*unstructured.Unstructured, error)
+}
+
+// A ReaderOption configures a Reader.
+type ReaderOption func(*Reader)
+
+// WithoutManagedFields makes the Reader leave every object's
+// metadata.managedFields out (objjson.DecodeObjectLean), for a service that
+// never writes back what it reads nor checks what a server-side apply of it
+// would change, which reads managedFields.
+func WithoutManagedFields() ReaderOption {
+	return func(r *Reader) { r.decode = objjson.DecodeObjectLean }
 }
 
 // NewReader returns a Reader of the bucket kv (see EnsureBucket).
-func NewReader(kv jetstream.KeyValue) *Reader { return &Reader{kv: kv} }
+func NewReader(kv jetstream.KeyValue, o ...ReaderOption) *Reader {
+	r := &Reader{kv: kv, decode: objjson.DecodeObject}
+	for _, fn := range o {
+		fn(r)
+	}
+	return r
+}
 
 // Get reads one object and tells how its entry compares with
 // minResourceVersion, usually the resourceVersion of the event the caller
@@ -46,7 +64,7 @@ func (r *Reader) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace
 	if err != nil {
 		return nil, Unknown, fmt.Errorf("cannot read %s %s from the mirror: %w", gvk.Kind, name, err)
 	}
-	u, err := objjson.DecodeObject(e.Value())
+	u, err := r.decode(e.Value())
 	if err != nil {
 		return nil, Unknown, fmt.Errorf("cannot decode %s %s from the mirror: %w", gvk.Kind, name, err)
 	}
@@ -101,7 +119,7 @@ func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 				})
 				return out, nil
 			}
-			u, err := objjson.DecodeObject(e.Value())
+			u, err := r.decode(e.Value())
 			if err != nil {
 				return nil, fmt.Errorf("cannot decode %s from the mirror: %w", e.Key(), err)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,6 +70,43 @@ func TestDecodeAgrees(t *testing.T) {
 		if diff := cmp.Diff(want, got.Object); diff != "" {
 			t.Errorf("DecodeObject(%q): -standard, +codec:\n%s", in, diff)
 		}
+	}
+}
+
+// TestDecodeLeanAgrees checks that DecodeObjectLean decodes what
+// DecodeObject does but the top level's metadata.managedFields, wherever
+// that member sits, and nothing else of that name; and that it fails where
+// DecodeObject fails, but on a managedFields value it skips.
+func TestDecodeLeanAgrees(t *testing.T) {
+	cases := append(slices.Clone(decodeCases),
+		`{"kind":"K","metadata":{"managedFields":[{"f":"}]\""}],"name":"n"},"spec":{"metadata":{"managedFields":[1]},"managedFields":2}}`,
+		`{"metadata":{"name":"n","labels":{"managedFields":"x"},"managedFields":{"a":[{},[]]}},"kind":"K"}`,
+		`{"kind":"K","metadata":{"managedFields":"a string"}}`,
+		`{"kind":"K","metadata":{"managedFields":[1,2}`,
+	)
+	for _, in := range cases {
+		want, wantErr := DecodeObject([]byte(in))
+		got, gotErr := DecodeObjectLean([]byte(in))
+		if (wantErr != nil) != (gotErr != nil) {
+			if !strings.Contains(in, `"managedFields"`) || gotErr != nil {
+				t.Errorf("DecodeObjectLean(%q): error %v, DecodeObject's %v", in, gotErr, wantErr)
+			}
+			continue
+		}
+		if wantErr != nil {
+			continue
+		}
+		unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
+		if diff := cmp.Diff(want.Object, got.Object); diff != "" {
+			t.Errorf("DecodeObjectLean(%q): -DecodeObject without managedFields, +lean:\n%s", in, diff)
+		}
+	}
+	full, err := DecodeObject([]byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.GetManagedFields()) == 0 {
+		t.Error("the sample has no managedFields: the comparison above proves nothing")
 	}
 }
 
@@ -195,6 +233,13 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("codec", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := DecodeObject(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("lean", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := DecodeObjectLean(data); err != nil {
 				b.Fatal(err)
 			}
 		}

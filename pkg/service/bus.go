@@ -72,9 +72,9 @@ func (b *Bus) Mirror(ctx context.Context) (jetstream.KeyValue, error) {
 
 // ReadOptions returns the options of a worker's kube.Resources that the
 // flags ask for: with f.Mirror, the read path through the object mirror
-// (kube.WithMirror, ensuring the bucket like Mirror); otherwise none, and
-// every read is a GET.
-func (b *Bus) ReadOptions(ctx context.Context, f WorkerFlags) ([]kube.Option, error) {
+// (kube.WithMirror, ensuring the bucket like Mirror), its reader configured
+// by o; otherwise none, and every read is a GET.
+func (b *Bus) ReadOptions(ctx context.Context, f WorkerFlags, o ...mirror.ReaderOption) ([]kube.Option, error) {
 	if !f.Mirror {
 		return nil, nil
 	}
@@ -82,7 +82,7 @@ func (b *Bus) ReadOptions(ctx context.Context, f WorkerFlags) ([]kube.Option, er
 	if err != nil {
 		return nil, err
 	}
-	return []kube.Option{kube.WithMirror(mirror.NewReader(kv))}, nil
+	return []kube.Option{kube.WithMirror(mirror.NewReader(kv, o...))}, nil
 }
 
 // bucket calls ensure, a bucket's EnsureBucket, with the bus's replica

@@ -46,6 +46,7 @@ import (
 	"github.com/loomxr/loom/pkg/bus"
 	"github.com/loomxr/loom/pkg/event"
 	"github.com/loomxr/loom/pkg/kube"
+	"github.com/loomxr/loom/pkg/mirror"
 	"github.com/loomxr/loom/pkg/service"
 	"github.com/loomxr/loom/services/secrets/internal/composite"
 	"github.com/loomxr/loom/services/secrets/internal/definition"
@@ -113,7 +114,9 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	if err != nil {
 		return err
 	}
-	ro, err := b.ReadOptions(ctx, f.worker)
+	// The service writes Secrets only: it never applies what it reads from
+	// the mirror, so it need not decode their managedFields.
+	ro, err := b.ReadOptions(ctx, f.worker, mirror.WithoutManagedFields())
 	if err != nil {
 		return err
 	}
