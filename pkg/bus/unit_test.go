@@ -113,7 +113,7 @@ func TestSubjects(t *testing.T) {
 func TestPublishLane(t *testing.T) {
 	const u = "6f1d3c2a-9b8e-4f7a-a1b2-c3d4e5f60718"
 	cases := map[string]struct {
-		reason string
+		reason      string
 		typ         eventsv1.EventType
 		urgent      bool
 		publication bool
