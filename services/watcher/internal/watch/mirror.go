@@ -239,7 +239,13 @@ func (w *Watcher) writeMirror(s *source, typ eventsv1.EventType, m object.Meta) 
 		case data != nil:
 			err = w.mirror.PutJSON(ctx, s.gvk.GroupKind(), m.Namespace, m.Name, data)
 		default:
-			full.SetGroupVersionKind(s.gvk)
+			if full.GroupVersionKind() != s.gvk {
+				// Written as the source's version; on a copy, for the
+				// transform may still be reading the object it holds (a
+				// newer version than this change's, taken early).
+				full = full.DeepCopy()
+				full.SetGroupVersionKind(s.gvk)
+			}
 			err = w.mirror.Put(ctx, full)
 		}
 		s.setFailed(m.UID, full, err)
