@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/loomxr/loom/pkg/objjson"
 )
 
 // objectFramer reads a watch stream's JSON objects, one frame each, by
@@ -56,7 +58,7 @@ func (f *objectFrames) Read(data []byte) (int, error) {
 			if f.buf[i] != '{' {
 				return 0, fmt.Errorf("cannot read a watch stream: a frame starts with %q, not a JSON object", f.buf[i])
 			}
-			if end, ok := skipValue(f.buf, i); ok {
+			if end, ok := objjson.ValueEnd(f.buf, i); ok {
 				frame := f.buf[i:end]
 				f.start = end
 				n := copy(data, frame)

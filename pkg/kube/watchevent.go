@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loomxr/loom/pkg/objjson"
 )
 
 // watchEventSerializer decodes the envelope of a watch event,
@@ -57,7 +59,7 @@ func splitWatchEvent(data []byte) (string, []byte, bool) {
 		if i >= len(data) || data[i] != '"' {
 			return "", nil, false
 		}
-		end, ok := skipString(data, i)
+		end, ok := objjson.StringEnd(data, i)
 		if !ok {
 			return "", nil, false
 		}
@@ -67,7 +69,7 @@ func splitWatchEvent(data []byte) (string, []byte, bool) {
 			return "", nil, false
 		}
 		i = skipSpace(data, i+1)
-		end, ok = skipValue(data, i)
+		end, ok = objjson.ValueEnd(data, i)
 		if !ok {
 			return "", nil, false
 		}
@@ -109,55 +111,4 @@ func skipSpace(data []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// skipString returns the end of the string starting at data[i] (a quote).
-func skipString(data []byte, i int) (int, bool) {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, true
-		}
-	}
-	return 0, false
-}
-
-// skipValue returns the end of the JSON value starting at data[i].
-func skipValue(data []byte, i int) (int, bool) {
-	if i >= len(data) {
-		return 0, false
-	}
-	switch data[i] {
-	case '"':
-		return skipString(data, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(data); i++ {
-			switch data[i] {
-			case '"':
-				end, ok := skipString(data, i)
-				if !ok {
-					return 0, false
-				}
-				i = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, true
-				}
-			}
-		}
-		return 0, false
-	default:
-		start := i
-		for i < len(data) && data[i] != ',' && data[i] != '}' && data[i] != ']' && data[i] != ' ' &&
-			data[i] != '\t' && data[i] != '\n' && data[i] != '\r' {
-			i++
-		}
-		return i, i > start
-	}
 }

@@ -264,11 +264,8 @@ func (d *decoder) members() (map[string]any, error) {
 				return m, err
 			}
 		}
-		if err := d.next('}'); err != nil {
+		if end, err := d.next('}'); end || err != nil {
 			return m, err
-		}
-		if d.data[d.pos-1] == '}' {
-			return m, nil
 		}
 	}
 }
@@ -288,80 +285,94 @@ func (d *decoder) array() (any, error) {
 		if err != nil {
 			return a, err
 		}
-		if err := d.next(']'); err != nil {
+		if end, err := d.next(']'); end || err != nil {
 			return a, err
-		}
-		if d.data[d.pos-1] == ']' {
-			return a, nil
 		}
 	}
 }
 
-// skip reads past one JSON value without decoding it: strings to their
-// closing quote, objects and arrays to their matching bracket. It checks
-// less than value does (a skipped value is never used).
+// skip reads past one JSON value without decoding it (see ValueEnd).
 func (d *decoder) skip() error {
-	if d.pos >= len(d.data) {
-		return d.fail("unexpected end")
+	end, ok := ValueEnd(d.data, d.pos)
+	if !ok {
+		return d.fail("unexpected end of a skipped value")
 	}
-	switch d.data[d.pos] {
+	d.pos = end
+	return nil
+}
+
+// StringEnd returns the end of the JSON string starting at data[i] (a
+// quote), and false if data ends inside it.
+func StringEnd(data []byte, i int) (int, bool) {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// ValueEnd returns the end of the JSON value starting at data[i], and false
+// if data ends inside it: strings to their closing quote, objects and
+// arrays to their matching bracket, anything else to the next delimiter. It
+// checks far less than decoding does; it is for values that are skipped, or
+// decoded later.
+func ValueEnd(data []byte, i int) (int, bool) {
+	if i >= len(data) {
+		return 0, false
+	}
+	switch data[i] {
 	case '"':
-		return d.skipString()
+		return StringEnd(data, i)
 	case '{', '[':
 		depth := 0
-		for d.pos < len(d.data) {
-			switch d.data[d.pos] {
+		for ; i < len(data); i++ {
+			switch data[i] {
 			case '"':
-				if err := d.skipString(); err != nil {
-					return err
+				end, ok := StringEnd(data, i)
+				if !ok {
+					return 0, false
 				}
-				continue
+				i = end - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
 				depth--
 				if depth == 0 {
-					d.pos++
-					return nil
+					return i + 1, true
 				}
 			}
-			d.pos++
 		}
-		return d.fail("unexpected end")
+		return 0, false
 	default:
-		_, err := d.value()
-		return err
-	}
-}
-
-// skipString reads past a string; d.pos is at its opening quote.
-func (d *decoder) skipString() error {
-	for i := d.pos + 1; i < len(d.data); i++ {
-		switch d.data[i] {
-		case '\\':
+		start := i
+		for i < len(data) && data[i] != ',' && data[i] != '}' && data[i] != ']' && data[i] != ' ' &&
+			data[i] != '\t' && data[i] != '\n' && data[i] != '\r' {
 			i++
-		case '"':
-			d.pos = i + 1
-			return nil
 		}
+		return i, i > start
 	}
-	d.pos = len(d.data)
-	return d.fail("unexpected end of a string")
 }
 
-// next reads what follows a member or an element: a ',' or end, after
-// which d.pos is.
-func (d *decoder) next(end byte) error {
+// next reads what follows a member or an element, a ',' or end, and
+// reports whether it was end.
+func (d *decoder) next(end byte) (bool, error) {
 	d.space()
 	if d.pos >= len(d.data) {
-		return d.fail("unexpected end")
+		return false, d.fail("unexpected end")
 	}
 	switch d.data[d.pos] {
-	case ',', end:
+	case ',':
 		d.pos++
-		return nil
+		return false, nil
+	case end:
+		d.pos++
+		return true, nil
 	default:
-		return d.fail("expected ',' or '" + string(end) + "'")
+		return false, d.fail("expected ',' or '" + string(end) + "'")
 	}
 }
 
