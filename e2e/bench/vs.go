@@ -71,6 +71,9 @@ type VSConfig struct {
 	RepoRoot string
 	// KeepState keeps each stack's state folder (logs, audit log).
 	KeepState bool
+	// ServiceFlags are extra command-line flags of Loom's services, by
+	// service, for experiments; Crossplane's side is never changed.
+	ServiceFlags map[string][]string
 	// ReadyTimeout bounds each wait for a phase's claims to be Ready.
 	// Default 10 minutes plus a second per claim.
 	ReadyTimeout time.Duration
@@ -130,6 +133,9 @@ type EngineResult struct {
 	Engine    string    `json:"engine"`
 	Round     int       `json:"round"`
 	StartedAt time.Time `json:"started_at"`
+	// ServiceFlags are the extra flags Loom's services ran with (an
+	// experiment's, VSConfig.ServiceFlags); none for Crossplane.
+	ServiceFlags map[string][]string `json:"service_flags,omitempty"`
 	// LoadAvg is the machine's load average at the start and at the end of
 	// the main phase (other work on a shared machine shows here).
 	LoadAvgAtStart string `json:"load_avg_at_start"`
@@ -415,6 +421,11 @@ func runEngine(ctx context.Context, cfg VSConfig, engine string, rnd int) (*Engi
 		// instead of Loom's.
 		opts.Services = []string{"provider-nop"}
 		opts.CRDDirs = []string{filepath.Join(cfg.CrossplaneDir, "crds")}
+	} else if len(cfg.ServiceFlags) > 0 {
+		if opts.BinDir, err = wrapServices(cfg.RepoRoot, filepath.Join(stateDir, "bin"), cfg.ServiceFlags); err != nil {
+			return r.res, err
+		}
+		r.res.ServiceFlags = cfg.ServiceFlags
 	}
 	flags, path, err := auditFlags(filepath.Join(stateDir, "audit"))
 	if err != nil {

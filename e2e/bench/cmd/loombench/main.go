@@ -41,7 +41,7 @@ func run() error {
 		scale    = flag.Bool("scale", false, "run twice, renderer and binder at 1 and at 3 replicas, and report the ratio")
 		cluster  = flag.Int("nats-cluster", 0, "if above 1, run twice, on one NATS server and on a cluster of this many, and report the ratio")
 		replicas = flag.String("replicas", "", "replicas of services for a single run, for example renderer=2,binder=2")
-		svcFlags = flag.String("service-flags", "", `extra flags of services for experiments, for example "binder=--kube-qps=500 --kube-burst=1000;secrets=--kube-qps=500"`)
+		svcFlags = flag.String("service-flags", "", `extra flags of Loom's services for experiments (with -vs, Loom's side only), for example "binder=--kube-qps=500 --kube-burst=1000;secrets=--kube-qps=500"`)
 		apiFlags = flag.String("apiserver-flags", "", `extra kube-apiserver flags for experiments, space-separated, for example "--profiling=true"`)
 		mirror   = flag.Bool("mirror", true, "run the state plane: the watcher writes the object mirror and the workers read through it (-mirror=false: every worker read is a GET)")
 		noAudit  = flag.Bool("no-audit", false, "run the API server without an audit log (requests attributed from its counters only)")
@@ -66,7 +66,11 @@ func run() error {
 		return bench.WriteTimeline(os.Stdout, *audit, *timeline)
 	}
 	if *vs != "" {
-		return runVS(*vs, *xpDir, *engines, *n, *creators, *rounds, *oneAt, *noBurst, *timeout, *keep, *out, *md)
+		extra, err := parseServiceFlags(*svcFlags)
+		if err != nil {
+			return err
+		}
+		return runVS(*vs, *xpDir, *engines, *n, *creators, *rounds, *oneAt, *noBurst, *timeout, *keep, extra, *out, *md)
 	}
 	if *ceiling == 0 {
 		*ceiling = -1
@@ -166,7 +170,7 @@ func run() error {
 }
 
 // runVS runs the side-by-side benchmark and writes its results.
-func runVS(vs, xpDir, engines string, n, creators, rounds, oneAt int, noBurst bool, timeout time.Duration, keep bool, out, md string) error {
+func runVS(vs, xpDir, engines string, n, creators, rounds, oneAt int, noBurst bool, timeout time.Duration, keep bool, extra map[string][]string, out, md string) error {
 	if vs != bench.EngineCrossplane {
 		return fmt.Errorf("cannot compare with %q: only -vs crossplane is known", vs)
 	}
@@ -194,7 +198,7 @@ func runVS(vs, xpDir, engines string, n, creators, rounds, oneAt int, noBurst bo
 	defer stop()
 	rep, err := bench.RunVS(ctx, bench.VSConfig{
 		Claims: n, Creators: creators, Rounds: rounds, OneAtATime: oneAt, NoBurst: noBurst, Engines: strings.Split(engines, ","),
-		CrossplaneDir: xpDir, RepoRoot: repo, KeepState: keep, ReadyTimeout: timeout, Log: os.Stderr,
+		CrossplaneDir: xpDir, RepoRoot: repo, KeepState: keep, ServiceFlags: extra, ReadyTimeout: timeout, Log: os.Stderr,
 	})
 	if err != nil {
 		if rep != nil {
