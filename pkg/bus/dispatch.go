@@ -137,6 +137,9 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		return
 	}
 	pm.req = Request{Event: ev, Target: tgt, Delivery: max(1, delivery)}
+	if w.arrivals != nil {
+		w.arrivals(pm.req)
+	}
 	if delivery > 1 {
 		w.metrics.redelivered(w.service, tgt.GetKind())
 	}

@@ -8,7 +8,7 @@
 // LeaseTTL, Storage and dead-letter limits; Option (WithConfig, WithLogger)
 // configures both publishers and workers; WithDrainTimeout and
 // WithOwnershipHook; WithLookahead, WithFairKey, WithTargetBudget,
-// WithQuarantine and SchedulingFlags; Worker.Owned; ListDeadLetters, GetDeadLetter and
+// WithQuarantine and SchedulingFlags; WithArrivals; Worker.Owned; ListDeadLetters, GetDeadLetter and
 // ReplayDeadLetter; HeaderCarrier, InjectTrace, ExtractTrace; DecodeEvent,
 // MsgID, Partition, WorkSubject. Nothing was changed.
 //

@@ -203,3 +203,15 @@ func WithFairKey(key func(Request) string) WorkerOption {
 		}
 	})
 }
+
+// WithArrivals calls f with every request a replica receives, as it
+// arrives: before it is folded into a newer one or waits for a handler
+// slot, and however long the handler of its target is busy. It is for
+// bookkeeping that must not wait for a handler (a count that news of an
+// object settles, say), not for work: the request is handled as usual
+// afterwards. A request that waits for its time (a requeue's delay) is
+// passed on when its time comes. f runs on the receiving goroutine of the
+// request's partition, so it must be cheap and must not block.
+func WithArrivals(f func(Request)) WorkerOption {
+	return workerOption(func(w *Worker) { w.arrivals = f })
+}

@@ -78,6 +78,7 @@ type Worker struct {
 	budget     int
 	quarantine int
 	fairKey    func(Request) string
+	arrivals   func(Request) // WithArrivals; nil for none
 
 	running  atomic.Bool
 	lastBeat atomic.Int64 // Unix nanoseconds of the last successful heartbeat

@@ -1181,3 +1181,63 @@ func awaitRelease(ctx context.Context, release <-chan struct{}) error {
 		return ctx.Err()
 	}
 }
+
+// TestArrivalsSeeEveryEvent: WithArrivals sees each request as it arrives,
+// while every handler slot is busy, not when a slot frees.
+func TestArrivalsSeeEveryEvent(t *testing.T) {
+	h := newHarness(t, heldConfig())
+	const n = 40 // fewer than the lookahead, so that every one is pulled
+	release := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		arrived = map[string]int{}
+		handled int
+	)
+	r0 := h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		mu.Lock()
+		handled++
+		first := handled == 1
+		mu.Unlock()
+		if first {
+			return bus.Result{}, awaitRelease(ctx, release)
+		}
+		return bus.Result{}, nil
+	}), bus.WithConcurrency(1), bus.WithArrivals(func(r bus.Request) {
+		mu.Lock()
+		arrived[r.Target.GetUid()]++
+		mu.Unlock()
+	}))
+	poll.True(t, 5*time.Second, "the replica to own every partition", func() bool {
+		return len(r0.w.Owned()) == h.cfg.Partitions
+	})
+	pub := h.publisher()
+	for i := 1; i <= n; i++ {
+		if err := pub.Publish(t.Context(), bus.Renderer, event(uid(i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, 10*time.Second, "every request to arrive while the one handler slot is busy", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(arrived) == n
+	})
+	mu.Lock()
+	if handled != 1 {
+		t.Errorf("handled %d requests before the release; want 1", handled)
+	}
+	for u, c := range arrived {
+		if c != 1 {
+			t.Errorf("request for %s arrived %d times; want once", u, c)
+		}
+	}
+	mu.Unlock()
+	close(release)
+	poll.True(t, 10*time.Second, "every request to be handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled == n
+	})
+}

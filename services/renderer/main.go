@@ -231,6 +231,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 			return c, nil
 		}),
 	}
+	var admission *composite.Admission
 	if f.admissionLimit > 0 {
 		tenant, err := f.worker.Scheduling.Tenant()
 		if err != nil {
@@ -240,7 +241,8 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		if expiry <= 0 {
 			expiry = composite.DefaultUnobservedWait
 		}
-		copts = append(copts, composite.WithAdmission(composite.NewAdmission(f.admissionLimit, expiry), tenant))
+		admission = composite.NewAdmission(f.admissionLimit, expiry)
+		copts = append(copts, composite.WithAdmission(admission, tenant))
 	}
 	if f.secrets.Endpoints = splitList(f.secretsEndpoint); len(f.secrets.Endpoints) > 0 {
 		c, err := connection.Dial(f.secrets)
@@ -264,7 +266,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 	if err != nil {
 		return err
 	}
-	w, err := b.Worker(h, append(opts, bus.WithHandlerTimeout(f.handlerTimeout))...)
+	w, err := b.Worker(h, append(opts, bus.WithHandlerTimeout(f.handlerTimeout), bus.WithArrivals(admission.Arrived))...)
 	if err != nil {
 		return err
 	}

@@ -8,12 +8,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loomxr/loom/pkg/reconcile"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
 
 // DefaultAdmissionLimit is how many composed resources that their providers
 // have not yet observed one tenant may have at once, per renderer replica,
-// before its XRs' first creations wait (WithAdmission).
-const DefaultAdmissionLimit = 64
+// before its XRs' first creations wait (WithAdmission). It is about what
+// keeps a provider of 16 workers busy when news of its progress arrives
+// within a few hundred milliseconds (see Seen): in the side-by-side
+// benchmark, 16 cost a fifth of a bulk import's throughput, 32 nothing
+// measurable, and 64 let a claim arriving mid-import wait half a second
+// more behind it (BENCHMARKS.md).
+const DefaultAdmissionLimit = 32
 
 // Admission bounds, per tenant, the composed resources this replica created
 // that their providers have not looked at yet (no status, not Ready). A
@@ -24,9 +30,14 @@ const DefaultAdmissionLimit = 64
 // create composed resources waits while its tenant is over the limit, in
 // the order it came, holding no handler slot (reconcile.Result.Wait), and
 // goes on as soon as the tenant's providers catch up; a tenant with nothing
-// outstanding is always admitted. Renders that create nothing are never
-// held. What a provider never looks at (no provider runs for a kind) stops
-// counting after the expiry, so that it cannot block its tenant for good.
+// outstanding is always admitted. The count of a resource ends when news
+// that its provider looked at it (its status changed) arrives at the
+// replica (Seen, through Arrived), not when the XR's next render runs,
+// which may wait behind the tenant's backlog: counted that late, the bound
+// would starve the providers it is meant to share. Renders that create
+// nothing are never held. What a provider never looks at (no provider runs
+// for a kind) stops counting after the expiry, so that it cannot block its
+// tenant for good.
 //
 // An Admission is safe for concurrent use. Its counts are this replica's:
 // an XR's events all reach the replica that owns its partition, and with R
@@ -49,18 +60,18 @@ type tenantFlow struct {
 	waiters []*admissionWaiter // first come, first served
 }
 
-// outstanding is how many composed resources of one XR are not observed
-// yet, since when the XR was admitted.
+// outstanding is the composed resources of one XR that are not observed
+// yet, by name, since when the XR was admitted.
 type outstanding struct {
-	n     int
+	names map[string]bool
 	since time.Time
 }
 
 // admissionWaiter is an XR whose render waits to create its resources.
 type admissionWaiter struct {
-	uid  types.UID
-	n    int
-	wake chan struct{}
+	uid   types.UID
+	names []string
+	wake  chan struct{}
 }
 
 // NewAdmission returns an Admission of limit outstanding composed resources
@@ -74,18 +85,19 @@ func NewAdmission(limit int, expiry time.Duration) *Admission {
 		tenants: map[string]*tenantFlow{}, byUID: map[types.UID]string{}}
 }
 
-// Admit asks whether the render of XR uid of tenant, after which n of its
-// composed resources would be unobserved, may create resources now. It
-// returns nil if so (the XR's count is n from now on), else a channel that
-// is closed once it may, and how long to wait at most before asking again.
-func (a *Admission) Admit(tenant string, uid types.UID, n int) (<-chan struct{}, time.Duration) {
+// Admit asks whether the render of XR uid of tenant, after which its
+// composed resources named unobserved would be unobserved, may create
+// resources now. It returns nil if so (the XR counts those from now on),
+// else a channel that is closed once it may, and how long to wait at most
+// before asking again.
+func (a *Admission) Admit(tenant string, uid types.UID, unobserved []string) (<-chan struct{}, time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f := a.flow(tenant)
 	a.expire(f)
 	if o := f.xrs[uid]; o != nil {
 		// Admitted before (or woken with room reserved): keep its place.
-		a.set(f, uid, o, n)
+		a.set(f, uid, o, unobserved)
 		a.pump(tenant, f)
 		return nil, 0
 	}
@@ -101,13 +113,13 @@ func (a *Admission) Admit(tenant string, uid types.UID, n int) (<-chan struct{},
 		f.waiters = append(f.waiters, w)
 		a.byUID[uid] = tenant
 	}
-	w.n = n
+	w.names = unobserved
 	a.pump(tenant, f)
 	if o := f.xrs[uid]; o != nil {
-		// Admitted with n reserved; a count of zero is dropped, and
-		// a flow left empty with it.
-		if n == 0 {
-			a.set(f, uid, o, n)
+		// Admitted with its count reserved; a count of zero is
+		// dropped, and a flow left empty with it.
+		if len(unobserved) == 0 {
+			a.set(f, uid, o, unobserved)
 			a.pump(tenant, f)
 		}
 		return nil, 0
@@ -115,21 +127,31 @@ func (a *Admission) Admit(tenant string, uid types.UID, n int) (<-chan struct{},
 	return w.wake, a.expiry
 }
 
-// set makes o, the count of XR uid of flow f, n; a count of zero is
-// dropped. The caller holds a.mu and pumps f's waiters after.
-func (a *Admission) set(f *tenantFlow, uid types.UID, o *outstanding, n int) {
-	f.total += n - o.n
-	o.n = n
-	if n == 0 {
+// set makes o, the unobserved resources of XR uid of flow f, names; an XR
+// with none is dropped. The caller holds a.mu and pumps f's waiters after.
+func (a *Admission) set(f *tenantFlow, uid types.UID, o *outstanding, names []string) {
+	f.total -= len(o.names)
+	o.names = nameSet(names)
+	f.total += len(o.names)
+	if len(o.names) == 0 {
 		delete(f.xrs, uid)
 		delete(a.byUID, uid)
 	}
 }
 
-// Observe records that n composed resources of XR uid are unobserved after
-// a render that created none; an XR that was not admitted (its resources
-// predate this replica's count) is not counted.
-func (a *Admission) Observe(uid types.UID, n int) {
+// nameSet returns names as a set.
+func nameSet(names []string) map[string]bool {
+	s := make(map[string]bool, len(names))
+	for _, n := range names {
+		s[n] = true
+	}
+	return s
+}
+
+// Observe records that the composed resources of XR uid named unobserved
+// are unobserved after a render that created none; an XR that was not
+// admitted (its resources predate this replica's count) is not counted.
+func (a *Admission) Observe(uid types.UID, unobserved []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	tenant, ok := a.byUID[uid]
@@ -141,9 +163,47 @@ func (a *Admission) Observe(uid types.UID, n int) {
 	if o == nil {
 		return
 	}
-	a.set(f, uid, o, n)
+	a.set(f, uid, o, unobserved)
 	a.expire(f)
 	a.pump(tenant, f)
+}
+
+// Seen records that a provider has looked at the composed resource name of
+// XR uid (its status changed), as soon as the news arrives: the next
+// render of the XR, which Observe counts after, may wait behind other
+// requests for a handler slot, and meanwhile the resource would hold its
+// tenant's room although its provider's queue no longer holds it. A name
+// that is not counted is ignored.
+func (a *Admission) Seen(uid types.UID, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tenant, ok := a.byUID[uid]
+	if !ok {
+		return
+	}
+	f := a.tenants[tenant]
+	o := f.xrs[uid]
+	if o == nil || !o.names[name] {
+		return
+	}
+	delete(o.names, name)
+	f.total--
+	if len(o.names) == 0 {
+		delete(f.xrs, uid)
+		delete(a.byUID, uid)
+	}
+	a.pump(tenant, f)
+}
+
+// Arrived is a bus.WithArrivals hook: a request that brings news of a
+// provider looking at a composed resource (eventsv1.StatusNews) is passed
+// to Seen as it arrives, whatever waits for a handler slot. A nil
+// Admission ignores it.
+func (a *Admission) Arrived(r reconcile.Request) {
+	if a == nil || !eventsv1.StatusNews(r.Event) {
+		return
+	}
+	a.Seen(types.UID(r.Event.GetTarget().GetUid()), r.Event.GetObject().GetName())
 }
 
 // Forget drops XR uid, which is gone: its count, or its place in the line.
@@ -157,7 +217,7 @@ func (a *Admission) Forget(uid types.UID) {
 	delete(a.byUID, uid)
 	f := a.tenants[tenant]
 	if o := f.xrs[uid]; o != nil {
-		f.total -= o.n
+		f.total -= len(o.names)
 		delete(f.xrs, uid)
 	}
 	for i, w := range f.waiters {
@@ -201,7 +261,7 @@ func (a *Admission) expire(f *tenantFlow) {
 	old := a.now().Add(-a.expiry)
 	for uid, o := range f.xrs {
 		if o.since.Before(old) {
-			f.total -= o.n
+			f.total -= len(o.names)
 			delete(f.xrs, uid)
 			delete(a.byUID, uid)
 		}
@@ -215,12 +275,13 @@ func (a *Admission) expire(f *tenantFlow) {
 func (a *Admission) pump(tenant string, f *tenantFlow) {
 	for len(f.waiters) > 0 {
 		w := f.waiters[0]
-		if f.total > 0 && f.total+w.n > a.limit {
+		if f.total > 0 && f.total+len(w.names) > a.limit {
 			break
 		}
 		f.waiters = f.waiters[1:]
-		f.xrs[w.uid] = &outstanding{n: w.n, since: a.now()}
-		f.total += w.n
+		o := &outstanding{names: nameSet(w.names), since: a.now()}
+		f.xrs[w.uid] = o
+		f.total += len(o.names)
 		close(w.wake)
 	}
 	if f.total == 0 && len(f.waiters) == 0 {
@@ -235,16 +296,17 @@ func (r *Reconciler) admit(ctx context.Context, st *state, out *rendered) (<-cha
 	if r.admission == nil {
 		return nil, 0
 	}
-	creates, unobserved := 0, 0
+	creates := 0
+	var unobserved []string
 	for _, c := range out.resources {
 		switch {
 		case c.observed == nil && c.desired != nil:
 			creates++
 			if !c.ready {
-				unobserved++
+				unobserved = append(unobserved, c.desired.GetName())
 			}
 		case c.observed != nil && !c.ready && !hasStatus(c.observed):
-			unobserved++
+			unobserved = append(unobserved, c.observed.GetName())
 		}
 	}
 	uid := st.xr.GetUID()

@@ -1,9 +1,22 @@
 package composite
 
 import (
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/loomxr/loom/pkg/reconcile"
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 )
+
+// rs returns n names of composed resources: r0, r1, ...
+func rs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "r" + strconv.Itoa(i)
+	}
+	return out
+}
 
 // closed reports whether a wake channel is closed.
 func closed(c <-chan struct{}) bool {
@@ -21,24 +34,24 @@ func TestAdmission(t *testing.T) {
 	a.now = func() time.Time { return now }
 
 	// A tenant with nothing outstanding is admitted whatever it asks.
-	if w, _ := a.Admit("bulk", "x1", 9); w != nil {
+	if w, _ := a.Admit("bulk", "x1", rs(9)); w != nil {
 		t.Fatal("x1 of a tenant with nothing outstanding waits; want it admitted")
 	}
 	// Over the limit, the next XRs wait in the order they came.
-	w2, retry := a.Admit("bulk", "x2", 3)
+	w2, retry := a.Admit("bulk", "x2", rs(3))
 	if w2 == nil || retry != 30*time.Second {
 		t.Fatalf("x2 over the limit: wait %v, retry %s; want a wait of at most the expiry", w2, retry)
 	}
-	w3, _ := a.Admit("bulk", "x3", 3)
+	w3, _ := a.Admit("bulk", "x3", rs(3))
 	if w3 == nil {
 		t.Fatal("x3 over the limit does not wait")
 	}
 	// Another tenant is admitted at once.
-	if w, _ := a.Admit("interactive", "i1", 3); w != nil {
+	if w, _ := a.Admit("interactive", "i1", rs(3)); w != nil {
 		t.Fatal("another tenant's XR waits behind bulk; want it admitted")
 	}
 	// Asking again keeps the place in line.
-	if again, _ := a.Admit("bulk", "x2", 3); again != w2 {
+	if again, _ := a.Admit("bulk", "x2", rs(3)); again != w2 {
 		t.Fatal("x2 asking again got another place in line")
 	}
 	if n, waiting := a.Outstanding("bulk"); n != 9 || waiting != 2 {
@@ -46,12 +59,12 @@ func TestAdmission(t *testing.T) {
 	}
 
 	// The providers observe x1's resources but one: still no room.
-	a.Observe("x1", 4)
+	a.Observe("x1", rs(4))
 	if closed(w2) {
 		t.Fatal("x2 woken with 4+3 over a limit of 6")
 	}
 	// All of x1's: x2 and then x3 fit (3+3), in order, with room reserved.
-	a.Observe("x1", 0)
+	a.Observe("x1", rs(0))
 	if !closed(w2) || !closed(w3) {
 		t.Fatalf("after x1 was observed: x2 woken %t, x3 woken %t; want both", closed(w2), closed(w3))
 	}
@@ -59,13 +72,13 @@ func TestAdmission(t *testing.T) {
 		t.Fatalf("bulk outstanding %d, waiting %d; want 6 reserved and none waiting", n, waiting)
 	}
 	// The woken XR's render is admitted on its reservation.
-	if w, _ := a.Admit("bulk", "x2", 3); w != nil {
+	if w, _ := a.Admit("bulk", "x2", rs(3)); w != nil {
 		t.Fatal("woken x2 waits again; want its reserved room")
 	}
 
 	// A waiter whose XR is gone is woken and dropped; its room goes on.
-	w4, _ := a.Admit("bulk", "x4", 2)
-	w5, _ := a.Admit("bulk", "x5", 2)
+	w4, _ := a.Admit("bulk", "x4", rs(2))
+	w5, _ := a.Admit("bulk", "x5", rs(2))
 	a.Forget("x4")
 	if !closed(w4) || closed(w5) {
 		t.Fatalf("after x4 was forgotten: x4 woken %t, x5 woken %t; want x4 only", closed(w4), closed(w5))
@@ -76,26 +89,94 @@ func TestAdmission(t *testing.T) {
 	}
 
 	// Counts expire: what no provider looks at stops holding the tenant.
-	w6, _ := a.Admit("bulk", "x6", 6)
+	w6, _ := a.Admit("bulk", "x6", rs(6))
 	if w6 == nil {
 		t.Fatal("x6 admitted over the limit")
 	}
 	now = now.Add(31 * time.Second)
-	if w, _ := a.Admit("bulk", "x6", 6); w != nil {
+	if w, _ := a.Admit("bulk", "x6", rs(6)); w != nil {
 		t.Fatal("x6 still waits after every count expired")
 	}
 
 	// Renders of XRs never admitted are not counted.
-	a.Observe("unknown", 5)
+	a.Observe("unknown", rs(5))
 	if n, _ := a.Outstanding("interactive"); n != 3 {
 		t.Fatalf("interactive outstanding %d; want 3", n)
 	}
 	// Nothing outstanding and nobody waiting: the tenant is dropped.
-	a.Observe("i1", 0)
+	a.Observe("i1", rs(0))
 	if len(a.tenants) != 1 || a.tenants["interactive"] != nil {
 		t.Fatalf("tenants %v; want bulk only", a.tenants)
 	}
 	if NewAdmission(0, time.Second) != nil {
 		t.Fatal("NewAdmission(0) bounds; want nil, no bound")
 	}
+}
+
+// TestAdmissionSeen: news that a provider looked at a resource frees its
+// room at once, by name, each resource once, and wakes the next waiter.
+func TestAdmissionSeen(t *testing.T) {
+	a := NewAdmission(3, time.Minute)
+	if w, _ := a.Admit("bulk", "x1", rs(3)); w != nil {
+		t.Fatal("x1 waits; want it admitted")
+	}
+	w2, _ := a.Admit("bulk", "x2", rs(2))
+	if w2 == nil {
+		t.Fatal("x2 over the limit does not wait")
+	}
+	a.Seen("x1", "r0")
+	a.Seen("x1", "r0") // the same news again
+	a.Seen("x1", "other")
+	a.Seen("unknown", "r1")
+	if n, waiting := a.Outstanding("bulk"); n != 2 || waiting != 1 {
+		t.Fatalf("after one resource seen: %d outstanding, %d waiting; want 2, 1", n, waiting)
+	}
+	if closed(w2) {
+		t.Fatal("x2 woken with 2 outstanding and 2 asked of 3; want it waiting")
+	}
+	a.Seen("x1", "r1")
+	if !closed(w2) {
+		t.Fatal("x2 not woken once its 2 fit; want it admitted")
+	}
+	// Its render asks again and keeps its reserved room.
+	if w, _ := a.Admit("bulk", "x2", rs(2)); w != nil {
+		t.Fatal("x2 waits after it was woken; want it admitted")
+	}
+	if n, _ := a.Outstanding("bulk"); n != 3 {
+		t.Fatalf("%d outstanding; want 3 (x1's r2, x2's two)", n)
+	}
+	// A render that counts again replaces what Seen left.
+	a.Observe("x1", nil)
+	a.Seen("x2", "r0")
+	a.Seen("x2", "r1")
+	if n, waiting := a.Outstanding("bulk"); n != 0 || waiting != 0 {
+		t.Fatalf("everything seen: %d outstanding, %d waiting; want none", n, waiting)
+	}
+	if len(a.byUID) != 0 || len(a.tenants) != 0 {
+		t.Fatalf("byUID %v, tenants %v left; want none", a.byUID, a.tenants)
+	}
+}
+
+// TestAdmissionArrived: only news of a composed resource's status, for its
+// XR, counts as seen.
+func TestAdmissionArrived(t *testing.T) {
+	a := NewAdmission(10, time.Minute)
+	a.Admit("bulk", "x1", rs(3))
+	req := func(reason, object, objectUID string) reconcile.Request {
+		return reconcile.Request{Event: &eventsv1.Event{Reason: reason,
+			Object: &eventsv1.ObjectRef{Name: object, Uid: objectUID}, Target: &eventsv1.ObjectRef{Name: "xr", Uid: "x1"}}}
+	}
+	a.Arrived(req("composed resource changed", "r0", "c0"))                                            // a spec change: no news of the provider
+	a.Arrived(req(eventsv1.ReasonComposedTurnedReady, "r0", "x1"))                                     // the XR's own event
+	a.Arrived(reconcile.Request{Event: &eventsv1.Event{Reason: eventsv1.ReasonComposedStatusChanged}}) // names nothing
+	if n, _ := a.Outstanding("bulk"); n != 3 {
+		t.Fatalf("%d outstanding after no news; want 3", n)
+	}
+	a.Arrived(req(eventsv1.ReasonComposedTurnedReady, "r0", "c0"))
+	a.Arrived(req(eventsv1.ReasonComposedStatusChanged, "r1", "c1"))
+	if n, _ := a.Outstanding("bulk"); n != 1 {
+		t.Fatalf("%d outstanding after news of two; want 1", n)
+	}
+	var none *Admission
+	none.Arrived(req(eventsv1.ReasonComposedTurnedReady, "r2", "c2")) // no bound: ignored
 }

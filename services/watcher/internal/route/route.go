@@ -121,6 +121,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	eventsv1 "github.com/loomxr/loom/proto/events/v1"
 	"github.com/loomxr/loom/services/watcher/internal/object"
 )
 
@@ -454,28 +455,28 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// The renderer wrote the nested XR's status in the nested
 			// XR's render; its parent reads readiness and patchable
 			// fields from it (its turn to Ready is urgent).
-			deliver(o.TurnedReady, false, "composed resource status changed", xr, Renderer)
-			deliver(false, true, "composed resource status changed", xr, readers...)
+			deliver(o.TurnedReady, false, eventsv1.ReasonComposedStatusChanged, xr, Renderer)
+			deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, readers...)
 		case o.StatusOnly && o.TurnedReady:
 			// Readiness progress: the XR may be Ready now. Urgent for
 			// the renderer, which decides it, so that a claim whose
 			// resources are Ready does not wait behind the backlog of
 			// new claims (the watcher bounds how often one target gets
 			// urgent deliveries).
-			deliver(true, true, "composed resource turned Ready", xr, Renderer)
+			deliver(true, true, eventsv1.ReasonComposedTurnedReady, xr, Renderer)
 			if len(statusReaders) > 0 && statusReaders[0] == Secrets {
 				// Urgent for the secrets service too when it reads
 				// this status into connection details: the XR's Ready
 				// waits for their publication (the renderer's
 				// publication wait).
-				deliver(true, true, "composed resource turned Ready", xr, Secrets)
+				deliver(true, true, eventsv1.ReasonComposedTurnedReady, xr, Secrets)
 				statusReaders = statusReaders[1:]
 			}
-			deliver(false, true, "composed resource status changed", xr, statusReaders...)
+			deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, statusReaders...)
 		case o.StatusOnly:
 			// Not urgent: any other change of a status, which may be
 			// one that never settles.
-			deliver(false, true, "composed resource status changed", xr, append([]string{Renderer}, statusReaders...)...)
+			deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, append([]string{Renderer}, statusReaders...)...)
 		default:
 			// The renderer hears of the creations it made in mode
 			// Pipeline: functions see a composed resource (to judge it
