@@ -133,10 +133,7 @@ func (a *Admission) set(f *tenantFlow, uid types.UID, o *outstanding, names []st
 	f.total -= len(o.names)
 	o.names = nameSet(names)
 	f.total += len(o.names)
-	if len(o.names) == 0 {
-		delete(f.xrs, uid)
-		delete(a.byUID, uid)
-	}
+	a.dropEmpty(f, uid, o)
 }
 
 // nameSet returns names as a set.
@@ -154,12 +151,7 @@ func nameSet(names []string) map[string]bool {
 func (a *Admission) Observe(uid types.UID, unobserved []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	tenant, ok := a.byUID[uid]
-	if !ok {
-		return
-	}
-	f := a.tenants[tenant]
-	o := f.xrs[uid]
+	tenant, f, o := a.counted(uid)
 	if o == nil {
 		return
 	}
@@ -177,22 +169,34 @@ func (a *Admission) Observe(uid types.UID, unobserved []string) {
 func (a *Admission) Seen(uid types.UID, name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	tenant, ok := a.byUID[uid]
-	if !ok {
-		return
-	}
-	f := a.tenants[tenant]
-	o := f.xrs[uid]
+	tenant, f, o := a.counted(uid)
 	if o == nil || !o.names[name] {
 		return
 	}
 	delete(o.names, name)
 	f.total--
+	a.dropEmpty(f, uid, o)
+	a.pump(tenant, f)
+}
+
+// counted returns the tenant, flow and count of XR uid; o is nil when uid
+// is not counted (unknown, or waiting). The caller holds a.mu.
+func (a *Admission) counted(uid types.UID) (tenant string, f *tenantFlow, o *outstanding) {
+	tenant, ok := a.byUID[uid]
+	if !ok {
+		return "", nil, nil
+	}
+	f = a.tenants[tenant]
+	return tenant, f, f.xrs[uid]
+}
+
+// dropEmpty drops the count o of XR uid of flow f if it counts nothing.
+// The caller holds a.mu.
+func (a *Admission) dropEmpty(f *tenantFlow, uid types.UID, o *outstanding) {
 	if len(o.names) == 0 {
 		delete(f.xrs, uid)
 		delete(a.byUID, uid)
 	}
-	a.pump(tenant, f)
 }
 
 // Arrived is a bus.WithArrivals hook: a request that brings news of a
