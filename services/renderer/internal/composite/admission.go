@@ -16,9 +16,9 @@ import (
 // before its XRs' first creations wait (WithAdmission). It is about what
 // keeps a provider of 16 workers busy when news of its progress arrives
 // within a few hundred milliseconds (see Seen): in the side-by-side
-// benchmark, 16 cost a fifth of a bulk import's throughput, 32 nothing
-// measurable, and 64 let a claim arriving mid-import wait half a second
-// more behind it (BENCHMARKS.md).
+// benchmark, 16 cost a fifth of a bulk import's throughput, 32 less than
+// the noise between runs, and 64 let a claim arriving mid-import wait
+// half a second more behind it (BENCHMARKS.md).
 const DefaultAdmissionLimit = 32
 
 // Admission bounds, per tenant, the composed resources this replica created
