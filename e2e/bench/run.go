@@ -193,12 +193,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		NoMirror:    cfg.NoMirror,
 		Log:         prefixed(cfg.Log, "[stack] "),
 	}
-	if len(cfg.ServiceFlags) > 0 {
-		if opts.BinDir, err = wrapServices(cfg.RepoRoot, filepath.Join(stateDir, "bin"), cfg.ServiceFlags); err != nil {
-			return nil, err
-		}
-		r.res.ServiceFlags = cfg.ServiceFlags
+	if err := applyServiceFlags(&opts, cfg.RepoRoot, stateDir, cfg.ServiceFlags); err != nil {
+		return nil, err
 	}
+	r.res.ServiceFlags = cfg.ServiceFlags // none: omitted
 	if !cfg.NoAudit {
 		auditDir := filepath.Join(stateDir, "audit")
 		_ = os.RemoveAll(auditDir)

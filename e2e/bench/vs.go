@@ -421,11 +421,11 @@ func runEngine(ctx context.Context, cfg VSConfig, engine string, rnd int) (*Engi
 		// instead of Loom's.
 		opts.Services = []string{"provider-nop"}
 		opts.CRDDirs = []string{filepath.Join(cfg.CrossplaneDir, "crds")}
-	} else if len(cfg.ServiceFlags) > 0 {
-		if opts.BinDir, err = wrapServices(cfg.RepoRoot, filepath.Join(stateDir, "bin"), cfg.ServiceFlags); err != nil {
+	} else {
+		if err := applyServiceFlags(&opts, cfg.RepoRoot, stateDir, cfg.ServiceFlags); err != nil {
 			return r.res, err
 		}
-		r.res.ServiceFlags = cfg.ServiceFlags
+		r.res.ServiceFlags = cfg.ServiceFlags // none: omitted
 	}
 	flags, path, err := auditFlags(filepath.Join(stateDir, "audit"))
 	if err != nil {

@@ -11,6 +11,20 @@ import (
 	"github.com/loomxr/loom/pkg/stack"
 )
 
+// applyServiceFlags points opts at wrappers of the stack's binaries in
+// stateDir/bin that add flags (see wrapServices), if there are any flags.
+func applyServiceFlags(opts *stack.Options, repo, stateDir string, flags map[string][]string) error {
+	if len(flags) == 0 {
+		return nil
+	}
+	dir, err := wrapServices(repo, filepath.Join(stateDir, "bin"), flags)
+	if err != nil {
+		return err
+	}
+	opts.BinDir = dir
+	return nil
+}
+
 // wrapServices fills dir with the stack's binaries: a shell wrapper that
 // adds flags for each service that has some, a symbolic link to the real
 // binary for the others. The wrapper execs the binary, so process ids and

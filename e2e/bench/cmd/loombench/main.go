@@ -65,11 +65,11 @@ func run() error {
 		}
 		return bench.WriteTimeline(os.Stdout, *audit, *timeline)
 	}
+	extra, err := parseServiceFlags(*svcFlags)
+	if err != nil {
+		return err
+	}
 	if *vs != "" {
-		extra, err := parseServiceFlags(*svcFlags)
-		if err != nil {
-			return err
-		}
 		return runVS(*vs, *xpDir, *engines, *n, *creators, *rounds, *oneAt, *noBurst, *timeout, *keep, extra, *out, *md)
 	}
 	if *ceiling == 0 {
@@ -90,10 +90,6 @@ func run() error {
 		*md = filepath.Join(repo, "BENCHMARKS.md")
 	}
 	base, err := parseReplicas(*replicas)
-	if err != nil {
-		return err
-	}
-	extra, err := parseServiceFlags(*svcFlags)
 	if err != nil {
 		return err
 	}
