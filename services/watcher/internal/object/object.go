@@ -109,6 +109,7 @@ var (
 				"valueField":     nil,
 				"referenceField": nil,
 				"selectorField":  nil,
+				"referenceShape": nil,
 				"waitFor":        {"conditionType": nil},
 				"policy":         {"resolve": nil},
 			},
@@ -169,6 +170,8 @@ func Transform(s Shape) cache.TransformFunc {
 			if s&(ShapeComposition|ShapeRevision) != 0 {
 				ann = with(ann, AnnotationReadsStatus, readsStatus(o))
 				ann = with(ann, AnnotationDetailsFromStatus, detailsFromStatus(o))
+				ann = with(ann, AnnotationReadsComposedSpec, readsComposedSpec(o))
+				ann = with(ann, AnnotationDetailsFromSpec, detailsFromSpec(o))
 			}
 			if s&(ShapeXR|ShapeClaim) != 0 {
 				ann = with(ann, AnnotationPropagated, propagatedSummary(o))
@@ -292,7 +295,7 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 func watcherAnnotation(k string) bool {
 	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady ||
 		k == AnnotationStatusFields || k == AnnotationReadsStatus || k == AnnotationPropagated ||
-		k == AnnotationDetailsFromStatus
+		k == AnnotationDetailsFromStatus || k == AnnotationReadsComposedSpec || k == AnnotationDetailsFromSpec
 }
 
 // with returns m with k set to v, creating m if it is nil.

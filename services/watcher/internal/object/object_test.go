@@ -193,6 +193,8 @@ metadata:
 			if tc.shape&(ShapeComposition|ShapeRevision) != 0 {
 				ann = with(ann, AnnotationReadsStatus, readsStatus(in))
 				ann = with(ann, AnnotationDetailsFromStatus, detailsFromStatus(in))
+				ann = with(ann, AnnotationReadsComposedSpec, readsComposedSpec(in))
+				ann = with(ann, AnnotationDetailsFromSpec, detailsFromSpec(in))
 			}
 			if tc.shape&(ShapeXR|ShapeClaim) != 0 {
 				ann = with(ann, AnnotationPropagated, propagatedSummary(in))

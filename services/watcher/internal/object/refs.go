@@ -1,6 +1,8 @@
 package object
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -26,6 +28,48 @@ type References struct {
 	// none): it may resolve a reference. A target that does not show it
 	// cannot resolve anything yet; the change that shows it can.
 	Target bool
+	// Wants are, for a pending source, the targets its pending references
+	// and selectors may resolve to; nil means any (what they want cannot
+	// be told).
+	Wants []Want
+}
+
+// A Want is what a pending reference or selector of a source may resolve
+// to: a target of kind GK that, when ByName, is named one of Names (the
+// reference names it), or, when BySelector, carries every one of Labels
+// (the selector's matchLabels). A Want by neither takes any target of its
+// kind. Both may hold: a reference and a selector side by side (the binder
+// uses the selector when the reference is missing, or always under policy
+// Always), so a target either would pick is wanted.
+type Want struct {
+	GK         schema.GroupKind
+	ByName     bool
+	Names      []string
+	BySelector bool
+	Labels     map[string]string
+}
+
+// Takes reports whether a target of kind gk, named name, carrying labels,
+// is what w wants.
+func (w Want) Takes(gk schema.GroupKind, name string, labels map[string]string) bool {
+	if gk != w.GK {
+		return false
+	}
+	if !w.ByName && !w.BySelector {
+		return true
+	}
+	if w.ByName && slices.Contains(w.Names, name) {
+		return true
+	}
+	if !w.BySelector {
+		return false
+	}
+	for k, v := range w.Labels {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	return true
 }
 
 // policyAlways is the resolve policy that resolves a reference again at
@@ -40,6 +84,7 @@ func ReferencesOf(rules []any, u *unstructured.Unstructured) References {
 	all := References{Source: true, Pending: true, Target: true}
 	gk := u.GroupVersionKind().GroupKind()
 	var out References
+	wantsAny := false
 	for _, r := range rules {
 		rule, ok := r.(*unstructured.Unstructured)
 		if !ok {
@@ -59,6 +104,11 @@ func ReferencesOf(rules []any, u *unstructured.Unstructured) References {
 				src, pending := sourceOf(u, ref)
 				out.Source = out.Source || src
 				out.Pending = out.Pending || pending
+				if pending {
+					w, ok := wantOf(u, ref)
+					wantsAny = wantsAny || !ok
+					out.Wants = append(out.Wants, w)
+				}
 			}
 			if t, ok := ref["target"].(map[string]any); ok && kindOf(t) == gk {
 				w, _ := ref["waitFor"].(map[string]any)
@@ -67,7 +117,87 @@ func ReferencesOf(rules []any, u *unstructured.Unstructured) References {
 			}
 		}
 	}
+	if wantsAny {
+		out.Wants = nil
+	}
 	return out
+}
+
+// wantOf returns what the pending reference or selector of ref (a rule's
+// reference) on u wants, and false when that cannot be told (a field that
+// cannot be read, a target kind or a reference of a shape not understood).
+func wantOf(u *unstructured.Unstructured, ref map[string]any) (Want, bool) {
+	t, ok := ref["target"].(map[string]any)
+	if !ok {
+		return Want{}, false
+	}
+	w := Want{GK: kindOf(t)}
+	if w.GK.Kind == "" {
+		return Want{}, false
+	}
+	p := fieldpath.Pave(u.Object)
+	refVal, refOK := valueAt(p, str(ref, "referenceField"))
+	selVal, selOK := valueAt(p, str(ref, "selectorField"))
+	if !refOK || !selOK {
+		return Want{}, false
+	}
+	from := str(ref, "referenceShape") == "From"
+	if refVal != nil {
+		names, ok := namesOf(refVal, from)
+		if !ok {
+			return Want{}, false
+		}
+		w.ByName, w.Names = true, names
+	}
+	if selVal != nil {
+		sel, ok := selVal.(map[string]any)
+		if !ok {
+			return Want{}, false
+		}
+		w.BySelector = true
+		switch ml := sel["matchLabels"].(type) {
+		case nil:
+		case map[string]any:
+			w.Labels = make(map[string]string, len(ml))
+			for k, v := range ml {
+				s, ok := v.(string)
+				if !ok {
+					return Want{}, false
+				}
+				w.Labels[k] = s
+			}
+		default:
+			return Want{}, false
+		}
+	}
+	return w, true
+}
+
+// namesOf returns the target names a reference (or a list of them) holds:
+// {name} or, of shape From, {from: {name}}; false for any other value.
+func namesOf(v any, from bool) ([]string, bool) {
+	switch tv := v.(type) {
+	case map[string]any:
+		if from {
+			tv, _ = tv["from"].(map[string]any)
+		}
+		n, ok := tv["name"].(string)
+		if !ok {
+			return nil, false
+		}
+		return []string{n}, true
+	case []any:
+		var names []string
+		for _, e := range tv {
+			n, ok := namesOf(e, from)
+			if !ok {
+				return nil, false
+			}
+			names = append(names, n...)
+		}
+		return names, true
+	}
+	return nil, false
 }
 
 // sourceOf reports whether u holds the reference or selector of ref (a

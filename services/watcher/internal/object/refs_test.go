@@ -1,10 +1,12 @@
 package object
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestReferencesOf(t *testing.T) {
@@ -47,6 +49,7 @@ spec:
 	nop := func(fields, status string) string {
 		return "apiVersion: nop.crossplane.io/v1alpha1\nkind: NopResource\nmetadata: {name: n}\nspec: {forProvider: {fields: " + fields + "}}\n" + status
 	}
+	nopGK := schema.GroupKind{Group: "nop.crossplane.io", Kind: "NopResource"}
 	const ready = "status: {conditions: [{type: Ready, status: \"True\"}]}"
 	const unready = "status: {conditions: [{type: Ready, status: \"False\"}], atProvider: {fields: {selfLink: x}}}"
 	always := strings.Replace(waiting, "waitFor: {conditionType: Ready}", "waitFor: {conditionType: Ready}\n    policy: {resolve: Always}", 1)
@@ -76,13 +79,43 @@ spec:
 			reason: "A resource of the rule's kind holding a selector and no value has a reference to resolve, Ready or not.",
 			rules:  []string{waiting},
 			obj:    nop("{networkSelector: {matchControllerRef: true}}", ""),
+			want:   References{Source: true, Pending: true, Wants: []Want{{GK: nopGK, BySelector: true}}},
+		},
+		"SelectorByLabels": {
+			reason: "A selector wants the targets that carry its matchLabels.",
+			rules:  []string{waiting},
+			obj:    nop("{networkSelector: {matchControllerRef: true, matchLabels: {role: network}}}", ""),
+			want:   References{Source: true, Pending: true, Wants: []Want{{GK: nopGK, BySelector: true, Labels: map[string]string{"role": "network"}}}},
+		},
+		"SelectorLabelNotAString": {
+			reason: "A matchLabels value that is not a string cannot be judged: any target is wanted.",
+			rules:  []string{waiting},
+			obj:    nop("{networkSelector: {matchLabels: {role: 3}}}", ""),
+			want:   References{Source: true, Pending: true},
+		},
+		"ListReference": {
+			reason: "A list of references wants every target it names.",
+			rules:  []string{waiting},
+			obj:    nop("{networkRef: [{name: a}, {name: b}]}", ""),
+			want:   References{Source: true, Pending: true, Wants: []Want{{GK: nopGK, ByName: true, Names: []string{"a", "b"}}}},
+		},
+		"ReferenceShapeFrom": {
+			reason: "A reference of shape From names its target under from.",
+			rules:  []string{strings.Replace(waiting, "    target:", "    referenceShape: From\n    target:", 1)},
+			obj:    nop("{networkRef: {from: {name: net}}}", ""),
+			want:   References{Source: true, Pending: true, Wants: []Want{{GK: nopGK, ByName: true, Names: []string{"net"}}}},
+		},
+		"ReferenceWithoutName": {
+			reason: "A reference that names nothing cannot be judged: any target is wanted.",
+			rules:  []string{waiting},
+			obj:    nop("{networkRef: {uid: x}}", ""),
 			want:   References{Source: true, Pending: true},
 		},
 		"Reference": {
 			reason: "So has one holding a reference.",
 			rules:  []string{waiting},
 			obj:    nop("{networkRef: {name: net}}", ready),
-			want:   References{Source: true, Pending: true, Target: true},
+			want:   References{Source: true, Pending: true, Target: true, Wants: []Want{{GK: nopGK, ByName: true, Names: []string{"net"}}}},
 		},
 		"Resolved": {
 			reason: "A reference whose value is there resolved (policy IfNotPresent, the default).",
@@ -94,13 +127,13 @@ spec:
 			reason: "A rule whose reference resolves Always keeps it pending.",
 			rules:  []string{always},
 			obj:    nop("{networkRef: {name: net}, network: projects/n}", ""),
-			want:   References{Source: true, Pending: true},
+			want:   References{Source: true, Pending: true, Wants: []Want{{GK: nopGK, ByName: true, Names: []string{"net"}}}},
 		},
 		"ResolvedAlwaysBySelector": {
 			reason: "So does a selector whose own policy says Always.",
 			rules:  []string{waiting},
 			obj:    nop("{networkSelector: {matchControllerRef: true, policy: {resolve: Always}}, networkRef: {name: net}, network: projects/n}", ""),
-			want:   References{Source: true, Pending: true},
+			want:   References{Source: true, Pending: true, Wants: []Want{{GK: nopGK, ByName: true, Names: []string{"net"}, BySelector: true}}},
 		},
 		"NullSelector": {
 			reason: "A null selector holds nothing to resolve.",
@@ -131,19 +164,50 @@ spec:
 			for _, r := range tc.rules {
 				rules = append(rules, trim(t, r))
 			}
-			if got := ReferencesOf(rules, parse(t, tc.obj)); got != tc.want {
+			if got := ReferencesOf(rules, parse(t, tc.obj)); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("%s\nReferencesOf() = %+v, want %+v", tc.reason, got, tc.want)
 			}
 		})
 	}
 	t.Run("NotUnstructured", func(t *testing.T) {
-		if got := ReferencesOf([]any{"rule"}, parse(t, nop("{}", ""))); got != (References{Source: true, Pending: true, Target: true}) {
+		if got := ReferencesOf([]any{"rule"}, parse(t, nop("{}", ""))); !reflect.DeepEqual(got, References{Source: true, Pending: true, Target: true}) {
 			t.Errorf("a rule the watcher cannot read must make every object everything to the rules, got %+v", got)
 		}
 	})
 	t.Run("NoRules", func(t *testing.T) {
-		if got := ReferencesOf(nil, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}); got != (References{}) {
+		if got := ReferencesOf(nil, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}); !reflect.DeepEqual(got, References{}) {
 			t.Errorf("with no rules an object is nothing to them, got %+v", got)
 		}
 	})
+}
+
+func TestWantTakes(t *testing.T) {
+	nops := schema.GroupKind{Group: "nop.crossplane.io", Kind: "NopResource"}
+	roles := schema.GroupKind{Group: "iam.example.org", Kind: "Role"}
+	network := map[string]string{"role": "network", "tier": "a"}
+	cases := map[string]struct {
+		want   Want
+		gk     schema.GroupKind
+		name   string
+		labels map[string]string
+		takes  bool
+	}{
+		"AnyOfKind":           {want: Want{GK: nops}, gk: nops, name: "x", takes: true},
+		"OtherKind":           {want: Want{GK: nops}, gk: roles, name: "x"},
+		"Named":               {want: Want{GK: nops, ByName: true, Names: []string{"a", "net"}}, gk: nops, name: "net", takes: true},
+		"NotNamed":            {want: Want{GK: nops, ByName: true, Names: []string{"a"}}, gk: nops, name: "net", labels: network},
+		"Labels":              {want: Want{GK: nops, BySelector: true, Labels: map[string]string{"role": "network"}}, gk: nops, name: "net", labels: network, takes: true},
+		"LabelMissing":        {want: Want{GK: nops, BySelector: true, Labels: map[string]string{"role": "network"}}, gk: nops, name: "cache"},
+		"LabelOtherValue":     {want: Want{GK: nops, BySelector: true, Labels: map[string]string{"role": "network"}}, gk: nops, name: "db", labels: map[string]string{"role": "database"}},
+		"SelectorNoLabels":    {want: Want{GK: nops, BySelector: true}, gk: nops, name: "cache", takes: true},
+		"NameOrLabels":        {want: Want{GK: nops, ByName: true, Names: []string{"a"}, BySelector: true, Labels: map[string]string{"role": "network"}}, gk: nops, name: "net", labels: network, takes: true},
+		"NameOrLabelsNeither": {want: Want{GK: nops, ByName: true, Names: []string{"a"}, BySelector: true, Labels: map[string]string{"role": "network"}}, gk: nops, name: "b"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.want.Takes(tc.gk, tc.name, tc.labels); got != tc.takes {
+				t.Errorf("%+v.Takes(%v, %q, %v) = %t, want %t", tc.want, tc.gk, tc.name, tc.labels, got, tc.takes)
+			}
+		})
+	}
 }

@@ -283,6 +283,16 @@ type Lookup interface {
 	// under status; object.AnnotationDetailsFromStatus); true when that is
 	// not known.
 	DetailsFromStatus(uid types.UID, template string) bool
+	// ReadsComposedSpec reports whether a render of the cached XR with
+	// the given UID may read a composed resource of the named template
+	// outside its status (a patch or readiness check;
+	// object.AnnotationReadsComposedSpec); true when that is not known.
+	ReadsComposedSpec(uid types.UID, template string) bool
+	// DetailsFromSpec reports whether the connection details of what the
+	// cached XR with the given UID is composed with may read a composed
+	// resource of the named template outside its status
+	// (object.AnnotationDetailsFromSpec); true when that is not known.
+	DetailsFromSpec(uid types.UID, template string) bool
 	// ReferencesPending reports whether a composed resource of the XR with
 	// the given UID holds a reference or selector that has not resolved
 	// yet or resolves again whenever a target changes
@@ -484,7 +494,16 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// it. In mode Resources the render that created it judged the
 			// API server's answer already, so the creation would cost a
 			// render that changes nothing.
-			deliver(false, !o.Created || l.ResourcesMode(o.Controller.UID), "composed resource changed", xr, Renderer)
+			//
+			// Nor does it hear of the binder's own changes (a resolved
+			// reference) of a resource whose template it reads only in
+			// its status: the render's inputs are the XR, its
+			// environment and what its patches and readiness checks read
+			// of composed resources, and the binder writes only fields
+			// the render does not set.
+			if o.Created || !o.writtenOnlyBy(Binder) || l.ReadsComposedSpec(o.Controller.UID, o.Template) {
+				deliver(false, !o.Created || l.ResourcesMode(o.Controller.UID), "composed resource changed", xr, Renderer)
+			}
 			if o.Created && l.NotReady(o.Controller.UID) {
 				// The secrets service reads every composed resource of
 				// an XR when the XR turns Ready, and copies nothing to
@@ -493,6 +512,12 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				// changes bring (the tracker finds the Secret by its
 				// own watch). A creation once the XR is Ready (a new
 				// template) is news.
+				readers = notSecrets
+			}
+			if !o.Created && o.writtenOnlyBy(Binder) && !l.DetailsFromSpec(o.Controller.UID, o.Template) {
+				// The binder writes resolved references, which the
+				// secrets service reads only into a detail of type
+				// FromFieldPath outside status.
 				readers = notSecrets
 			}
 			deliver(false, true, "composed resource changed", xr, readers...)

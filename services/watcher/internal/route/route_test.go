@@ -35,6 +35,14 @@ type caches struct {
 	// composed resources' status no connection detail of the XR reads;
 	// every other may.
 	detailsBlind map[types.UID]bool
+	// composedSpecBlind are "<XR UID>/<template>" of the templates whose
+	// composed resources no render of the XR reads outside their status;
+	// every other may be read.
+	composedSpecBlind map[types.UID]bool
+	// specDetailsBlind are "<XR UID>/<template>" of the templates whose
+	// composed resources no connection detail of the XR reads outside
+	// their status; every other may be read.
+	specDetailsBlind map[types.UID]bool
 	// propagated are the claims' summaries of what the binder copied from
 	// their XRs (object.AnnotationPropagated), by claim UID.
 	propagated map[types.UID]string
@@ -71,6 +79,14 @@ func (c caches) ReferencesPending(uid types.UID) bool { return !c.settled[uid] }
 
 func (c caches) DetailsFromStatus(uid types.UID, template string) bool {
 	return !c.detailsBlind[uid+"/"+types.UID(template)]
+}
+
+func (c caches) DetailsFromSpec(uid types.UID, template string) bool {
+	return !c.specDetailsBlind[uid+"/"+types.UID(template)]
+}
+
+func (c caches) ReadsComposedSpec(uid types.UID, template string) bool {
+	return !c.composedSpecBlind[uid+"/"+types.UID(template)]
 }
 
 var (
@@ -535,6 +551,94 @@ func TestRoute(t *testing.T) {
 				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
 				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedReferenceResolvedNoRenderRead": {
+			reason: "The binder's write of a resolved reference into a resource whose template the render reads only in its status is no news to the renderer.",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"loom-binder"}
+				o.Template = "database"
+				o.References = &object.References{Source: true}
+			}),
+			roles: RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.composedSpecBlind = map[types.UID]bool{xr.UID + "/database": true}
+				return c
+			}(),
+			want: []Delivery{
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedReferenceResolvedNoDetailRead": {
+			reason: "Nor is it news to the secrets service when no connection detail of the template reads the resource outside its status (a detail from its connection Secret needs only the Secret's reference, which the binder does not write).",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"loom-binder"}
+				o.Template = "database"
+				o.References = &object.References{Source: true}
+			}),
+			roles: RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.composedSpecBlind = map[types.UID]bool{xr.UID + "/database": true}
+				c.specDetailsBlind = map[types.UID]bool{xr.UID + "/database": true}
+				return c
+			}(),
+		},
+		"ComposedChangedByOthersDetailBlind": {
+			reason: "A change by another writer still reaches the secrets service (it may have written the connection Secret's reference).",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"kubectl-edit"}
+				o.Template = "database"
+			}),
+			roles: RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.composedSpecBlind = map[types.UID]bool{xr.UID + "/database": true}
+				c.specDetailsBlind = map[types.UID]bool{xr.UID + "/database": true}
+				return c
+			}(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedReferenceResolvedRenderReads": {
+			reason: "It is when a patch or readiness check of the template reads the resource outside its status.",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"loom-binder"}
+				o.Template = "network"
+				o.References = &object.References{Source: true}
+			}),
+			roles: RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.composedSpecBlind = map[types.UID]bool{xr.UID + "/database": true}
+				return c
+			}(),
+			want: []Delivery{
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
+			},
+		},
+		"ComposedChangedByOthersRenderBlind": {
+			reason: "A change by anyone but the binder (a user's edit the render would undo) reaches the renderer whatever the render reads.",
+			o: with(nop, func(o *Object) {
+				o.Writers = []string{"kubectl-edit"}
+				o.Template = "database"
+				o.References = &object.References{Source: true}
+			}),
+			roles: RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.composedSpecBlind = map[types.UID]bool{xr.UID + "/database": true}
+				return c
+			}(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource changed"},
 			},
 		},
 		"ComposedSourceCreated": {

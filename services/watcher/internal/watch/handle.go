@@ -84,7 +84,7 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 	if !ok {
 		return
 	}
-	refs := w.references(roles, typ, m, full)
+	refs := w.references(roles, typ, m, old, full)
 	if roles&route.RoleComposed != 0 && m.Controller != nil && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
 		w.composedArrived(m.Controller.UID)
 	}
@@ -548,6 +548,16 @@ func (l lookup) xrAnnotations(uid types.UID) map[string]string {
 func (l lookup) DetailsFromStatus(uid types.UID, template string) bool {
 	c := l.composition(uid)
 	return c == nil || object.DetailsFromStatus(c, template)
+}
+
+func (l lookup) DetailsFromSpec(uid types.UID, template string) bool {
+	c := l.composition(uid)
+	return c == nil || object.DetailsFromSpec(c, template)
+}
+
+func (l lookup) ReadsComposedSpec(uid types.UID, template string) bool {
+	c := l.composition(uid)
+	return c == nil || object.ReadsComposedSpec(c, template)
 }
 
 func (l lookup) Unresolved(uid types.UID) bool {

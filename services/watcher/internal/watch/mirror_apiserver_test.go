@@ -159,7 +159,9 @@ spec: {forProvider: {}}
 		// Ready: a target's creation and its status before it turns
 		// Ready cannot resolve a reference, and do not reach the binder;
 		// the creation of a resource holding a selector and the target's
-		// turn to Ready do.
+		// turn to Ready do. A resource of the target kind that the
+		// selector would not pick (no matching label) is no news to the
+		// binder even when Ready.
 		from := pub.len()
 		rule := c.create(t, gvrRule, `
 apiVersion: loom.dev/v1alpha1
@@ -178,19 +180,20 @@ spec:
 		defer c.delete(t, gvrRule, "", rule.GetName())
 		pub.expect(t, from, want{service: route.Binder, object: rule.GetUID(), target: rule.GetUID()})
 
-		xr := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w8-abcde}, spec: {resourceRefs: [{apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w8-abcde-network}, {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w8-abcde-database}]}}`)
+		xr := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w8-abcde}, spec: {resourceRefs: [{apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w8-abcde-network}, {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w8-abcde-database}, {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w8-abcde-cache}]}}`)
 		composed := `
 apiVersion: nop.crossplane.io/v1alpha1
 kind: NopResource
 metadata:
   name: w8-abcde-%s
-  labels: {crossplane.io/composite: w8-abcde}
+  labels: {crossplane.io/composite: w8-abcde, role: %[1]s}
   ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w8-abcde, uid: %s, controller: true}]
 spec: {forProvider: {fields: %s}}
 `
 		from = pub.len()
 		network := c.create(t, gvrNop, fmt.Sprintf(composed, "network", xr.GetUID(), `{}`))
-		database := c.create(t, gvrNop, fmt.Sprintf(composed, "database", xr.GetUID(), `{networkSelector: {matchControllerRef: true}}`))
+		cache := c.create(t, gvrNop, fmt.Sprintf(composed, "cache", xr.GetUID(), `{}`))
+		database := c.create(t, gvrNop, fmt.Sprintf(composed, "database", xr.GetUID(), `{networkSelector: {matchControllerRef: true, matchLabels: {role: network}}}`))
 		// One informer, in order: once the database's deliveries are
 		// there, the network's are too.
 		pub.expect(t, from,
@@ -198,24 +201,29 @@ spec: {forProvider: {fields: %s}}
 			want{service: route.Renderer, object: database.GetUID(), target: xr.GetUID()},
 			want{service: route.Binder, object: database.GetUID(), target: xr.GetUID(), rv: database.GetResourceVersion()},
 		)
-		setReady := func(status string) *unstructured.Unstructured {
+		setReady := func(o *unstructured.Unstructured, status string) *unstructured.Unstructured {
 			t.Helper()
 			patch := `{"status":{"atProvider":{"fields":{"selfLink":"networks/n1"}},"conditions":[{"type":"Ready","status":"` + status + `","reason":"Test","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
-			out, err := c.resource(gvrNop, "").Patch(t.Context(), network.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+			out, err := c.resource(gvrNop, "").Patch(t.Context(), o.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
 			if err != nil {
-				t.Fatalf("cannot set the status of %s: %v", network.GetName(), err)
+				t.Fatalf("cannot set the status of %s: %v", o.GetName(), err)
 			}
 			return out
 		}
-		unready := setReady("False")
-		ready := setReady("True")
+		cacheReady := setReady(cache, "True")
+		unready := setReady(network, "False")
+		ready := setReady(network, "True")
 		pub.expect(t, from,
+			want{service: route.Renderer, object: cache.GetUID(), target: xr.GetUID(), rv: cacheReady.GetResourceVersion()},
 			want{service: route.Renderer, object: network.GetUID(), target: xr.GetUID(), rv: unready.GetResourceVersion()},
 			want{service: route.Binder, object: network.GetUID(), target: xr.GetUID(), rv: ready.GetResourceVersion()},
 		)
 		for _, p := range pub.since(from) {
 			if p.service == route.Binder && types.UID(p.ev.GetObject().GetUid()) == network.GetUID() && p.ev.GetResourceVersion() != ready.GetResourceVersion() {
 				t.Errorf("a change of a reference target that does not show Ready reached the binder:\n%s", dump([]published{p}))
+			}
+			if p.service == route.Binder && types.UID(p.ev.GetObject().GetUid()) == cache.GetUID() {
+				t.Errorf("a Ready resource of the target kind that the pending selector does not pick reached the binder:\n%s", dump([]published{p}))
 			}
 		}
 

@@ -1,0 +1,89 @@
+package object
+
+import "testing"
+
+func TestReadsComposedSpec(t *testing.T) {
+	const head = "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: c}\nspec:\n  compositeTypeRef: {apiVersion: example.org/v1, kind: XDatabase}\n"
+	cases := map[string]struct {
+		reason string
+		spec   string // the rest of the spec, indented by two spaces
+		want   string
+		// reads and skips are templates whose resources a render may and
+		// may not read outside status, as ReadsComposedSpec answers from
+		// the cached Composition.
+		reads, skips []string
+	}{
+		"Bench": {
+			reason: "A ToCompositeFieldPath patch from status and the default readiness check read only status; patches into the composed resource read none of it.",
+			spec: `  resources:
+  - name: network
+    patches:
+    - {fromFieldPath: metadata.name, toFieldPath: spec.forProvider.fields.selfLink}
+  - name: database
+    patches:
+    - {type: FromCompositeFieldPath, fromFieldPath: spec.parameters.storageGB, toFieldPath: spec.forProvider.fields.storageMB}
+  - name: cache
+    patches:
+    - {type: ToCompositeFieldPath, fromFieldPath: status.atProvider.fields.tier, toFieldPath: status.tier}
+    readinessChecks:
+    - {type: MatchCondition, matchCondition: {type: Ready, status: "True"}}
+`,
+			want:  "",
+			reads: []string{""},
+			skips: []string{"network", "database", "cache"},
+		},
+		"Reads": {
+			reason: "Patches to the XR or the environment and readiness checks that read outside status name their templates, sorted; so does a PatchSet that does, where included.",
+			spec: `  patchSets:
+  - name: spec-back
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: spec.forProvider.region, toFieldPath: status.region}]
+  - name: harmless
+    patches: [{type: FromCompositeFieldPath, fromFieldPath: spec.region, toFieldPath: spec.forProvider.region}]
+  resources:
+  - name: zeta
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: spec.forProvider.a, toFieldPath: status.a}]
+  - name: env
+    patches: [{type: ToEnvironmentFieldPath, fromFieldPath: metadata.labels.x, toFieldPath: x}]
+  - name: combined
+    patches:
+    - type: CombineToComposite
+      combine: {variables: [{fromFieldPath: status.a}, {fromFieldPath: spec.b}], strategy: string, string: {fmt: "%s-%s"}}
+      toFieldPath: status.ab
+  - name: ready
+    readinessChecks: [{type: MatchString, fieldPath: spec.forProvider.state, matchString: up}]
+  - name: set
+    patches: [{type: PatchSet, patchSetName: spec-back}]
+  - name: other-set
+    patches: [{type: PatchSet, patchSetName: harmless}]
+  - name: ready-status
+    readinessChecks: [{type: NonEmpty, fieldPath: status.atProvider.id}, {type: None}]
+`,
+			want:  "combined,env,ready,set,zeta",
+			reads: []string{"zeta", "env", "combined", "ready", "set"},
+			skips: []string{"other-set", "ready-status"},
+		},
+		"UnknownPatchSet": {
+			reason: "A PatchSet that is not there cannot be judged.",
+			spec:   "  resources:\n  - name: a\n    patches: [{type: PatchSet, patchSetName: missing}]\n",
+			want:   "a",
+			reads:  []string{"a"},
+		},
+		"Unnamed": {
+			reason: "A template without a name that reads its resource could be any composed resource.",
+			spec:   "  resources:\n  - patches: [{type: ToCompositeFieldPath, fromFieldPath: spec.a, toFieldPath: status.a}]\n",
+			want:   "*",
+			reads:  []string{"anything"},
+		},
+		"Pipeline": {
+			reason: "Functions see observed resources whole.",
+			spec:   "  mode: Pipeline\n  pipeline: [{step: s, functionRef: {name: f}}]\n",
+			want:   "*",
+			reads:  []string{"anything"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			checkTemplates(t, tc.reason, parse(t, head+tc.spec), readsComposedSpec, ReadsComposedSpec, tc.want, tc.reads, tc.skips)
+		})
+	}
+}
