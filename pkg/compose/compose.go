@@ -394,13 +394,9 @@ func decodeBase(t *v1.ComposedTemplate) (map[string]any, error) {
 		m, _ := v.(map[string]any)
 		return checkBase(m)
 	}
-	v, err := decodeJSON(raw)
+	m, err := copyBase(raw)
 	if err != nil {
 		return nil, err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("is %s, want an object", TypeOf(v))
 	}
 	return checkBase(m)
 }

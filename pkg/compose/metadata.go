@@ -1,7 +1,6 @@
 package compose
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -141,13 +140,13 @@ func TemplateNamespace(spec *v1.CompositionSpec, i int) string {
 			}
 		}
 	}
-	var base struct {
-		Metadata struct {
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
+	base, err := bases.get(t.Base.Raw)
+	if err != nil {
+		return ""
 	}
-	_ = json.Unmarshal(t.Base.Raw, &base)
-	return base.Metadata.Namespace
+	md, _ := base["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	return ns
 }
 
 // CheckNamespace refuses the composed resource of composition resource name
