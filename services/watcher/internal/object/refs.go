@@ -85,6 +85,7 @@ func ReferencesOf(rules []any, u *unstructured.Unstructured) References {
 	gk := u.GroupVersionKind().GroupKind()
 	var out References
 	wantsAny := false
+	p := fieldpath.Pave(u.Object)
 	for _, r := range rules {
 		rule, ok := r.(*unstructured.Unstructured)
 		if !ok {
@@ -101,11 +102,12 @@ func ReferencesOf(rules []any, u *unstructured.Unstructured) References {
 				return all
 			}
 			if forKind {
-				src, pending := sourceOf(u, ref)
+				f := readRefFields(p, ref)
+				src, pending := sourceOf(p, ref, f)
 				out.Source = out.Source || src
 				out.Pending = out.Pending || pending
 				if pending {
-					w, ok := wantOf(u, ref)
+					w, ok := wantOf(ref, f)
 					wantsAny = wantsAny || !ok
 					out.Wants = append(out.Wants, w)
 				}
@@ -123,10 +125,27 @@ func ReferencesOf(rules []any, u *unstructured.Unstructured) References {
 	return out
 }
 
+// refFields are the values of a rule reference's reference and selector
+// fields on a resource (nil where there is none); ok is false when either
+// path cannot be read.
+type refFields struct {
+	ref, sel any
+	ok       bool
+}
+
+// readRefFields reads the reference and selector fields of ref (a rule's
+// reference) on the resource p paves.
+func readRefFields(p *fieldpath.Paved, ref map[string]any) refFields {
+	r, rOK := valueAt(p, str(ref, "referenceField"))
+	s, sOK := valueAt(p, str(ref, "selectorField"))
+	return refFields{ref: r, sel: s, ok: rOK && sOK}
+}
+
 // wantOf returns what the pending reference or selector of ref (a rule's
-// reference) on u wants, and false when that cannot be told (a field that
-// cannot be read, a target kind or a reference of a shape not understood).
-func wantOf(u *unstructured.Unstructured, ref map[string]any) (Want, bool) {
+// reference), whose fields on the resource are f, wants, and false when
+// that cannot be told (a field that cannot be read, a target kind or a
+// reference of a shape not understood).
+func wantOf(ref map[string]any, f refFields) (Want, bool) {
 	t, ok := ref["target"].(map[string]any)
 	if !ok {
 		return Want{}, false
@@ -135,12 +154,10 @@ func wantOf(u *unstructured.Unstructured, ref map[string]any) (Want, bool) {
 	if w.GK.Kind == "" {
 		return Want{}, false
 	}
-	p := fieldpath.Pave(u.Object)
-	refVal, refOK := valueAt(p, str(ref, "referenceField"))
-	selVal, selOK := valueAt(p, str(ref, "selectorField"))
-	if !refOK || !selOK {
+	if !f.ok {
 		return Want{}, false
 	}
+	refVal, selVal := f.ref, f.sel
 	from := str(ref, "referenceShape") == "From"
 	if refVal != nil {
 		names, ok := namesOf(refVal, from)
@@ -200,16 +217,15 @@ func namesOf(v any, from bool) ([]string, bool) {
 	return nil, false
 }
 
-// sourceOf reports whether u holds the reference or selector of ref (a
-// rule's reference), and whether it is pending: not resolved yet, or
+// sourceOf reports whether the resource p paves, whose reference and
+// selector fields of ref (a rule's reference) are f, holds that reference or
+// selector, and whether it is pending: not resolved yet, or
 // resolved again whenever a target changes.
-func sourceOf(u *unstructured.Unstructured, ref map[string]any) (source, pending bool) {
-	p := fieldpath.Pave(u.Object)
-	refVal, refOK := valueAt(p, str(ref, "referenceField"))
-	selVal, selOK := valueAt(p, str(ref, "selectorField"))
-	if !refOK || !selOK {
+func sourceOf(p *fieldpath.Paved, ref map[string]any, f refFields) (source, pending bool) {
+	if !f.ok {
 		return true, true
 	}
+	refVal, selVal := f.ref, f.sel
 	if refVal == nil && selVal == nil {
 		return false, false
 	}

@@ -501,7 +501,8 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// environment and what its patches and readiness checks read
 			// of composed resources, and the binder writes only fields
 			// the render does not set.
-			if o.Created || !o.writtenOnlyBy(Binder) || l.ReadsComposedSpec(o.Controller.UID, o.Template) {
+			byBinder := !o.Created && o.writtenOnlyBy(Binder)
+			if !byBinder || l.ReadsComposedSpec(o.Controller.UID, o.Template) {
 				deliver(false, !o.Created || l.ResourcesMode(o.Controller.UID), "composed resource changed", xr, Renderer)
 			}
 			if o.Created && l.NotReady(o.Controller.UID) {
@@ -514,7 +515,7 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				// template) is news.
 				readers = notSecrets
 			}
-			if !o.Created && o.writtenOnlyBy(Binder) && !l.DetailsFromSpec(o.Controller.UID, o.Template) {
+			if byBinder && !l.DetailsFromSpec(o.Controller.UID, o.Template) {
 				// The binder writes resolved references, which the
 				// secrets service reads only into a detail of type
 				// FromFieldPath outside status.
