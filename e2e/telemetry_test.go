@@ -345,6 +345,9 @@ var dashboardMetricsMayBeZero = map[string]bool{
 	"loom_bus_consumer_ack_pending":  true,
 	"loom_bus_consumer_redelivered":  true,
 	"loom_binder_references_waiting": true,
+	// By tenant, at zero once the tenant's providers caught up.
+	"loom_renderer_admission_outstanding": true,
+	"loom_renderer_admission_waiting":     true,
 }
 
 // notServedByLoom reports whether the dashboard's metric name is served by

@@ -85,9 +85,12 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel"
 
 	"github.com/loomxr/loom/pkg/bus"
 	kitevent "github.com/loomxr/loom/pkg/event"
@@ -242,6 +245,9 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 			expiry = composite.DefaultUnobservedWait
 		}
 		admission = composite.NewAdmission(f.admissionLimit, expiry)
+		if err := admission.Instrument(otel.Meter("github.com/loomxr/loom/services/renderer")); err != nil {
+			return fmt.Errorf("cannot instrument the admission of composed resources: %w", err)
+		}
 		copts = append(copts, composite.WithAdmission(admission, tenant))
 	}
 	if f.secrets.Endpoints = splitList(f.secretsEndpoint); len(f.secrets.Endpoints) > 0 {

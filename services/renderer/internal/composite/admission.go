@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loomxr/loom/pkg/reconcile"
@@ -50,7 +52,24 @@ type Admission struct {
 	mu      sync.Mutex
 	tenants map[string]*tenantFlow
 	byUID   map[types.UID]string // the tenant of every XR counted or waiting
+	// idle is when each tenant that had a flow lately last emptied it:
+	// its gauges stay reported, at zero, for admissionSeriesTTL.
+	idle map[string]time.Time
 }
+
+// Names of the Admission's gauges (see Instrument), as OpenTelemetry names;
+// Prometheus sees loom_renderer_admission_outstanding and
+// loom_renderer_admission_waiting.
+const (
+	MetricAdmissionOutstanding = "loom.renderer.admission.outstanding"
+	MetricAdmissionWaiting     = "loom.renderer.admission.waiting"
+)
+
+// admissionSeriesTTL is how long a tenant's gauges stay reported, at zero,
+// after its last outstanding resource and waiting XR are gone: a paced
+// import's series end at zero on a dashboard rather than vanish mid-line,
+// and tenants long idle cost no series.
+const admissionSeriesTTL = 10 * time.Minute
 
 // tenantFlow is one tenant's outstanding composed resources and the XRs
 // waiting to create theirs.
@@ -82,7 +101,63 @@ func NewAdmission(limit int, expiry time.Duration) *Admission {
 		return nil
 	}
 	return &Admission{limit: limit, expiry: expiry, now: time.Now,
-		tenants: map[string]*tenantFlow{}, byUID: map[types.UID]string{}}
+		tenants: map[string]*tenantFlow{}, byUID: map[types.UID]string{}, idle: map[string]time.Time{}}
+}
+
+// Instrument reports the Admission's counts at each collection of m's
+// provider, by tenant (attribute tenant): loom.renderer.admission.outstanding,
+// the composed resources this replica created that their providers have not
+// looked at yet, and loom.renderer.admission.waiting, the XRs whose renders
+// wait to create theirs. An operator reads them as "whose claims are paced,
+// and behind how much": a tenant whose XRs wait is over the limit, and its
+// new claims go on as its providers catch up.
+func (a *Admission) Instrument(m metric.Meter) error {
+	out, err := m.Int64ObservableGauge(MetricAdmissionOutstanding,
+		metric.WithDescription("Composed resources this renderer replica created that their providers have not looked at yet (no status, not Ready), by tenant (--fair-key); at most the admission limit once the tenant's XRs wait."))
+	if err != nil {
+		return err
+	}
+	wait, err := m.Int64ObservableGauge(MetricAdmissionWaiting,
+		metric.WithDescription("Composite resources whose render waits, holding no worker slot, to create composed resources until their tenant's providers catch up (--admission-limit), by tenant (--fair-key)."))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, c := range a.counts() {
+			attrs := metric.WithAttributes(attribute.String("tenant", c.tenant))
+			o.ObserveInt64(out, int64(c.resources), attrs)
+			o.ObserveInt64(wait, int64(c.waiting), attrs)
+		}
+		return nil
+	}, out, wait)
+	return err
+}
+
+// tenantCount is one tenant's counts, as the gauges report them.
+type tenantCount struct {
+	tenant             string
+	resources, waiting int
+}
+
+// counts returns the counts of every tenant with a flow, and zeros for the
+// tenants whose flow emptied within admissionSeriesTTL; it forgets the
+// tenants idle for longer.
+func (a *Admission) counts() []tenantCount {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]tenantCount, 0, len(a.tenants)+len(a.idle))
+	for t, f := range a.tenants {
+		out = append(out, tenantCount{tenant: t, resources: f.total, waiting: len(f.waiters)})
+	}
+	old := a.now().Add(-admissionSeriesTTL)
+	for t, at := range a.idle {
+		if at.Before(old) {
+			delete(a.idle, t)
+			continue
+		}
+		out = append(out, tenantCount{tenant: t})
+	}
+	return out
 }
 
 // Admit asks whether the render of XR uid of tenant, after which its
@@ -252,6 +327,7 @@ func (a *Admission) flow(tenant string) *tenantFlow {
 	if f == nil {
 		f = &tenantFlow{xrs: map[types.UID]*outstanding{}}
 		a.tenants[tenant] = f
+		delete(a.idle, tenant)
 	}
 	return f
 }
@@ -290,6 +366,7 @@ func (a *Admission) pump(tenant string, f *tenantFlow) {
 	}
 	if f.total == 0 && len(f.waiters) == 0 {
 		delete(a.tenants, tenant)
+		a.idle[tenant] = a.now()
 	}
 }
 

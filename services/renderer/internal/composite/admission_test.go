@@ -1,9 +1,14 @@
 package composite
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
@@ -179,4 +184,74 @@ func TestAdmissionArrived(t *testing.T) {
 	}
 	var none *Admission
 	none.Arrived(req(eventsv1.ReasonComposedTurnedReady, "r2", "c2")) // no bound: ignored
+}
+
+// TestAdmissionGauges: the gauges report each tenant's outstanding
+// resources and waiting XRs, a tenant gone idle at zero for a while, then
+// not at all.
+func TestAdmissionGauges(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := NewAdmission(3, time.Hour)
+	a.now = func() time.Time { return now }
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	if err := a.Instrument(mp.Meter("test")); err != nil {
+		t.Fatal(err)
+	}
+	collect := func() map[string][2]int64 {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(t.Context(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][2]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				g, ok := m.Data.(metricdata.Gauge[int64])
+				if !ok {
+					t.Fatalf("%s is %T, want an int64 gauge", m.Name, m.Data)
+				}
+				i := map[string]int{MetricAdmissionOutstanding: 0, MetricAdmissionWaiting: 1}[m.Name]
+				for _, p := range g.DataPoints {
+					tenant, _ := p.Attributes.Value("tenant")
+					v := out[tenant.AsString()]
+					v[i] = p.Value
+					out[tenant.AsString()] = v
+				}
+			}
+		}
+		return out
+	}
+
+	if got := collect(); len(got) != 0 {
+		t.Fatalf("gauges before any tenant: %v; want none", got)
+	}
+	a.Admit("bulk", "x1", rs(3))
+	a.Admit("bulk", "x2", rs(2))
+	a.Admit("bulk", "x3", rs(1))
+	a.Admit("interactive", "i1", rs(1))
+	want := map[string][2]int64{"bulk": {3, 2}, "interactive": {1, 0}}
+	if diff := cmp.Diff(want, collect()); diff != "" {
+		t.Errorf("gauges: -want, +got:\n%s", diff)
+	}
+	// The interactive claim's resource is seen: its tenant stays at zero.
+	a.Observe("i1", nil)
+	now = now.Add(admissionSeriesTTL - time.Second)
+	want = map[string][2]int64{"bulk": {3, 2}, "interactive": {0, 0}}
+	if diff := cmp.Diff(want, collect()); diff != "" {
+		t.Errorf("gauges after interactive went idle: -want, +got:\n%s", diff)
+	}
+	// Idle for longer than the TTL: no longer reported; active again:
+	// reported again.
+	now = now.Add(2 * time.Second)
+	want = map[string][2]int64{"bulk": {3, 2}}
+	if diff := cmp.Diff(want, collect()); diff != "" {
+		t.Errorf("gauges after interactive was idle past the TTL: -want, +got:\n%s", diff)
+	}
+	a.Admit("interactive", "i2", rs(2))
+	want = map[string][2]int64{"bulk": {3, 2}, "interactive": {2, 0}}
+	if diff := cmp.Diff(want, collect()); diff != "" {
+		t.Errorf("gauges after interactive came back: -want, +got:\n%s", diff)
+	}
 }
