@@ -53,8 +53,11 @@ type Admission struct {
 	tenants map[string]*tenantFlow
 	byUID   map[types.UID]string // the tenant of every XR counted or waiting
 	// idle is when each tenant that had a flow lately last emptied it:
-	// its gauges stay reported, at zero, for admissionSeriesTTL.
-	idle map[string]time.Time
+	// its gauges stay reported, at zero, for admissionSeriesTTL. Entries
+	// older than that are dropped at each collection, and when idle
+	// reaches idleCap (so that it stays bounded when nothing collects).
+	idle    map[string]time.Time
+	idleCap int
 }
 
 // Names of the Admission's gauges (see Instrument), as OpenTelemetry names;
@@ -101,7 +104,7 @@ func NewAdmission(limit int, expiry time.Duration) *Admission {
 		return nil
 	}
 	return &Admission{limit: limit, expiry: expiry, now: time.Now,
-		tenants: map[string]*tenantFlow{}, byUID: map[types.UID]string{}, idle: map[string]time.Time{}}
+		tenants: map[string]*tenantFlow{}, byUID: map[types.UID]string{}, idle: map[string]time.Time{}, idleCap: minIdleCap}
 }
 
 // Instrument reports the Admission's counts at each collection of m's
@@ -149,15 +152,27 @@ func (a *Admission) counts() []tenantCount {
 	for t, f := range a.tenants {
 		out = append(out, tenantCount{tenant: t, resources: f.total, waiting: len(f.waiters)})
 	}
+	a.pruneIdle()
+	for t := range a.idle {
+		out = append(out, tenantCount{tenant: t})
+	}
+	return out
+}
+
+// minIdleCap is the fewest idle tenants kept before a prune.
+const minIdleCap = 64
+
+// pruneIdle drops the tenants idle for longer than admissionSeriesTTL, and
+// sets the size at which the next prune comes to twice what is left, so
+// that pruning costs O(1) per tenant gone idle. The caller holds a.mu.
+func (a *Admission) pruneIdle() {
 	old := a.now().Add(-admissionSeriesTTL)
 	for t, at := range a.idle {
 		if at.Before(old) {
 			delete(a.idle, t)
-			continue
 		}
-		out = append(out, tenantCount{tenant: t})
 	}
-	return out
+	a.idleCap = max(minIdleCap, 2*len(a.idle))
 }
 
 // Admit asks whether the render of XR uid of tenant, after which its
@@ -367,6 +382,9 @@ func (a *Admission) pump(tenant string, f *tenantFlow) {
 	if f.total == 0 && len(f.waiters) == 0 {
 		delete(a.tenants, tenant)
 		a.idle[tenant] = a.now()
+		if len(a.idle) >= a.idleCap {
+			a.pruneIdle()
+		}
 	}
 }
 

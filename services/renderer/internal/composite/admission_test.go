@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loomxr/loom/pkg/reconcile"
 	eventsv1 "github.com/loomxr/loom/proto/events/v1"
@@ -253,5 +254,28 @@ func TestAdmissionGauges(t *testing.T) {
 	want = map[string][2]int64{"bulk": {3, 2}, "interactive": {2, 0}}
 	if diff := cmp.Diff(want, collect()); diff != "" {
 		t.Errorf("gauges after interactive came back: -want, +got:\n%s", diff)
+	}
+}
+
+// TestAdmissionIdleBounded: tenants gone idle are remembered for the
+// gauges' sake only for the TTL, even when nothing collects the gauges.
+func TestAdmissionIdleBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := NewAdmission(3, time.Hour)
+	a.now = func() time.Time { return now }
+	for i := range 10 * minIdleCap {
+		tenant := "t" + strconv.Itoa(i)
+		uid := types.UID(tenant)
+		a.Admit(tenant, uid, rs(1))
+		a.Observe(uid, nil)
+		now = now.Add(admissionSeriesTTL / minIdleCap)
+	}
+	// Tenants go idle at minIdleCap per TTL: about that many are within
+	// it, and a prune never leaves more than twice that.
+	if n := len(a.idle); n > 2*minIdleCap+1 {
+		t.Fatalf("%d idle tenants remembered after %d went idle; want at most about %d", n, 10*minIdleCap, 2*minIdleCap)
+	}
+	if len(a.tenants) != 0 || len(a.byUID) != 0 {
+		t.Fatalf("tenants %d, byUID %d left; want none", len(a.tenants), len(a.byUID))
 	}
 }
