@@ -249,7 +249,7 @@ func (c Config) consumerConfig(service string, partition int) jetstream.Consumer
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
 		MaxDeliver:    -1,
-		MaxAckPending: 1000,
+		MaxAckPending: maxLookahead,
 		Replicas:      c.Replicas,
 	}
 }

@@ -9,10 +9,12 @@ import (
 
 // SchedulingFlags are the command-line flags of a Worker's scheduling that
 // every consuming service offers, with environment-variable fallbacks:
-// --fair-key (LOOM_FAIR_KEY) and --target-budget (LOOM_TARGET_BUDGET).
+// --fair-key (LOOM_FAIR_KEY), --target-budget (LOOM_TARGET_BUDGET) and
+// --lookahead (LOOM_LOOKAHEAD).
 type SchedulingFlags struct {
 	FairKey      string
 	TargetBudget int
+	Lookahead    int
 }
 
 // Register adds the flags to fs, defaulting to the environment, then to
@@ -30,6 +32,12 @@ func (f *SchedulingFlags) Register(fs *flag.FlagSet) {
 		"tenant key that waiting work is served round-robin across: namespace or none (env LOOM_FAIR_KEY)")
 	fs.IntVar(&f.TargetBudget, "target-budget", budget,
 		"handler runs one target may have in any minute on this replica; 0 for no budget (env LOOM_TARGET_BUDGET)")
+	lookahead := DefaultLookahead
+	if v, err := strconv.Atoi(os.Getenv("LOOM_LOOKAHEAD")); err == nil {
+		lookahead = v
+	}
+	fs.IntVar(&f.Lookahead, "lookahead", lookahead,
+		"targets of one partition lane that may wait for a handler slot in memory, at most 1000: how far a tenant's new event can pass another tenant's backlog in the same partition; each waiting event costs an InProgress heartbeat every 5 s (env LOOM_LOOKAHEAD)")
 }
 
 // Options returns the Worker options the flags ask for, or an error naming
@@ -42,7 +50,10 @@ func (f SchedulingFlags) Options() ([]WorkerOption, error) {
 	if f.TargetBudget < 0 {
 		return nil, fmt.Errorf("invalid --target-budget: %d is negative", f.TargetBudget)
 	}
-	return []WorkerOption{WithFairKey(key), WithTargetBudget(f.TargetBudget)}, nil
+	if f.Lookahead < 1 || f.Lookahead > maxLookahead {
+		return nil, fmt.Errorf("invalid --lookahead: %d is not between 1 and %d (the consumers' MaxAckPending)", f.Lookahead, maxLookahead)
+	}
+	return []WorkerOption{WithFairKey(key), WithTargetBudget(f.TargetBudget), WithLookahead(f.Lookahead)}, nil
 }
 
 // Tenant returns the tenant key function --fair-key names, for services

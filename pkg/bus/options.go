@@ -150,12 +150,16 @@ func defaultBackOff() backoff.BackOff {
 // a handler slot in a replica's memory (WithLookahead).
 const DefaultLookahead = 64
 
+// maxLookahead is the most a lane can look ahead: the consumers'
+// MaxAckPending, beyond which JetStream delivers nothing more.
+const maxLookahead = 1000
+
 // WithLookahead bounds how many targets of one partition lane wait for a
 // handler slot in this replica's memory; further pulls of the lane wait
 // until one starts. Looking ahead is what lets a request of one tenant pass
 // a backlog of another's in the same partition (see WithFairKey); it costs
 // memory and one InProgress heartbeat per AckWait/2 for each waiting event.
-// It should stay below the consumers' MaxAckPending (1000). The default is
+// It should stay below the consumers' MaxAckPending (maxLookahead). The default is
 // DefaultLookahead; values below 1 are ignored.
 func WithLookahead(n int) WorkerOption {
 	return workerOption(func(w *Worker) {

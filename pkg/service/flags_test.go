@@ -75,7 +75,7 @@ func TestWorkerFlags(t *testing.T) {
 			reason: "Without environment or flags, the bus's and the service's defaults apply.",
 			want: WorkerFlags{
 				Bus:         bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions},
-				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget},
+				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget, Lookahead: bus.DefaultLookahead},
 				Concurrency: 16,
 				GOGC:        DefaultWorkerGOGC,
 			},
@@ -83,10 +83,10 @@ func TestWorkerFlags(t *testing.T) {
 		"Environment": {
 			reason: "The bus's variables are shared, --concurrency's carries the service's prefix.",
 			env: map[string]string{"LOOM_BUS_REPLICAS": "3", "LOOM_BUS_PARTITIONS": "8", "LOOM_FAIR_KEY": "none",
-				"LOOM_TARGET_BUDGET": "5", "LOOM_TEST_CONCURRENCY": "4", "GOGC": "300"},
+				"LOOM_TARGET_BUDGET": "5", "LOOM_LOOKAHEAD": "256", "LOOM_TEST_CONCURRENCY": "4", "GOGC": "300"},
 			want: WorkerFlags{
 				Bus:         bus.Flags{Replicas: 3, Partitions: 8},
-				Scheduling:  bus.SchedulingFlags{FairKey: "none", TargetBudget: 5},
+				Scheduling:  bus.SchedulingFlags{FairKey: "none", TargetBudget: 5, Lookahead: 256},
 				Concurrency: 4,
 				GOGC:        300,
 			},
@@ -96,7 +96,7 @@ func TestWorkerFlags(t *testing.T) {
 			env:    map[string]string{"GOGC": "off"},
 			want: WorkerFlags{
 				Bus:         bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions},
-				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget},
+				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget, Lookahead: bus.DefaultLookahead},
 				Concurrency: 16,
 				GOGC:        -1,
 			},
@@ -107,7 +107,7 @@ func TestWorkerFlags(t *testing.T) {
 			args:   []string{"--concurrency=2", "--bus-partitions=4", "--bus-replicas=3", "--gogc=150"},
 			want: WorkerFlags{
 				Bus:         bus.Flags{Replicas: 3, Partitions: 4},
-				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget},
+				Scheduling:  bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget, Lookahead: bus.DefaultLookahead},
 				Concurrency: 2,
 				GOGC:        150,
 			},
@@ -115,7 +115,19 @@ func TestWorkerFlags(t *testing.T) {
 		"InvalidScheduling": {
 			reason:  "An invalid scheduling flag is an error from Options.",
 			args:    []string{"--fair-key=colour"},
-			want:    WorkerFlags{Bus: bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions}, Scheduling: bus.SchedulingFlags{FairKey: "colour", TargetBudget: bus.DefaultTargetBudget}, Concurrency: 16, GOGC: DefaultWorkerGOGC},
+			want:    WorkerFlags{Bus: bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions}, Scheduling: bus.SchedulingFlags{FairKey: "colour", TargetBudget: bus.DefaultTargetBudget, Lookahead: bus.DefaultLookahead}, Concurrency: 16, GOGC: DefaultWorkerGOGC},
+			wantErr: true,
+		},
+		"LookaheadBeyondAckPending": {
+			reason:  "A lookahead the consumers' MaxAckPending cannot deliver is an error from Options.",
+			args:    []string{"--lookahead=1001"},
+			want:    WorkerFlags{Bus: bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions}, Scheduling: bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget, Lookahead: 1001}, Concurrency: 16, GOGC: DefaultWorkerGOGC},
+			wantErr: true,
+		},
+		"NoLookahead": {
+			reason:  "A lookahead below one would pull nothing: an error from Options.",
+			args:    []string{"--lookahead=0"},
+			want:    WorkerFlags{Bus: bus.Flags{Replicas: bus.DefaultReplicas, Partitions: bus.DefaultPartitions}, Scheduling: bus.SchedulingFlags{FairKey: bus.FairKeyNamespace, TargetBudget: bus.DefaultTargetBudget}, Concurrency: 16, GOGC: DefaultWorkerGOGC},
 			wantErr: true,
 		},
 	}
