@@ -159,8 +159,9 @@ const maxLookahead = 1000
 // until one starts. Looking ahead is what lets a request of one tenant pass
 // a backlog of another's in the same partition (see WithFairKey); it costs
 // memory and one InProgress heartbeat per AckWait/2 for each waiting event.
-// It should stay below the consumers' MaxAckPending (maxLookahead). The default is
-// DefaultLookahead; values below 1 are ignored.
+// It can be at most the consumers' MaxAckPending (maxLookahead), past which
+// JetStream delivers no more. The default is DefaultLookahead; values below
+// 1 are ignored.
 func WithLookahead(n int) WorkerOption {
 	return workerOption(func(w *Worker) {
 		if n > 0 {
