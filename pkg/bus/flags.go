@@ -24,19 +24,11 @@ func (f *SchedulingFlags) Register(fs *flag.FlagSet) {
 	if key == "" {
 		key = FairKeyNamespace
 	}
-	budget := DefaultTargetBudget
-	if v, err := strconv.Atoi(os.Getenv("LOOM_TARGET_BUDGET")); err == nil {
-		budget = v
-	}
 	fs.StringVar(&f.FairKey, "fair-key", key,
 		"tenant key that waiting work is served round-robin across: namespace or none (env LOOM_FAIR_KEY)")
-	fs.IntVar(&f.TargetBudget, "target-budget", budget,
+	fs.IntVar(&f.TargetBudget, "target-budget", envInt("LOOM_TARGET_BUDGET", DefaultTargetBudget),
 		"handler runs one target may have in any minute on this replica; 0 for no budget (env LOOM_TARGET_BUDGET)")
-	lookahead := DefaultLookahead
-	if v, err := strconv.Atoi(os.Getenv("LOOM_LOOKAHEAD")); err == nil {
-		lookahead = v
-	}
-	fs.IntVar(&f.Lookahead, "lookahead", lookahead,
+	fs.IntVar(&f.Lookahead, "lookahead", envInt("LOOM_LOOKAHEAD", DefaultLookahead),
 		"targets of one partition lane that may wait for a handler slot in memory, at most 1000: how far a tenant's new event can pass another tenant's backlog in the same partition; each waiting event costs an InProgress heartbeat every 5 s (env LOOM_LOOKAHEAD)")
 }
 
@@ -79,16 +71,9 @@ type Flags struct {
 // Register adds the flags to fs, defaulting to the environment, then to
 // DefaultReplicas and DefaultPartitions.
 func (f *Flags) Register(fs *flag.FlagSet) {
-	replicas, partitions := DefaultReplicas, DefaultPartitions
-	if v, err := strconv.Atoi(os.Getenv("LOOM_BUS_REPLICAS")); err == nil {
-		replicas = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("LOOM_BUS_PARTITIONS")); err == nil {
-		partitions = v
-	}
-	fs.IntVar(&f.Replicas, "bus-replicas", replicas,
+	fs.IntVar(&f.Replicas, "bus-replicas", envInt("LOOM_BUS_REPLICAS", DefaultReplicas),
 		"replicas of JetStream streams and buckets: 1 on a single server, 3 on a cluster (env LOOM_BUS_REPLICAS)")
-	fs.IntVar(&f.Partitions, "bus-partitions", partitions,
+	fs.IntVar(&f.Partitions, "bus-partitions", envInt("LOOM_BUS_PARTITIONS", DefaultPartitions),
 		"partitions of each work stream; the same for every service (env LOOM_BUS_PARTITIONS)")
 }
 
@@ -96,4 +81,13 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 // zero, which means their defaults.
 func (f Flags) Config() Config {
 	return Config{Replicas: f.Replicas, Partitions: f.Partitions}
+}
+
+// envInt returns the integer in the environment variable name, or def when
+// it is unset or not an integer.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }
