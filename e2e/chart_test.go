@@ -934,8 +934,8 @@ var chartKEDA = []string{
 
 // TestChartKEDA renders the opt-in ScaledObjects: one per service with KEDA
 // on, scaling its Deployment, with one nats-jetstream trigger per consumer
-// of its work stream (every partition, urgent and normal lanes: the resync
-// lane is background work, left out); the Deployment leaves
+// of its work stream (every partition, urgent, normal and overflow lanes:
+// the resync lane is background work, left out); the Deployment leaves
 // its replica count to KEDA; and refuses KEDA together with the CPU HPA, or
 // without the NATS monitoring endpoint.
 func TestChartKEDA(t *testing.T) {
@@ -964,8 +964,12 @@ func TestChartKEDA(t *testing.T) {
 		}
 		consumers = append(consumers, md["consumer"].(string))
 	}
-	want := []string{"renderer-p00", "renderer-p00-urgent", "renderer-p01", "renderer-p01-urgent",
-		"renderer-p02", "renderer-p02-urgent", "renderer-p03", "renderer-p03-urgent"}
+	var want []string
+	for p := range 4 {
+		for _, lane := range []string{"", "-urgent", "-overflow"} {
+			want = append(want, fmt.Sprintf("renderer-p%02d%s", p, lane))
+		}
+	}
 	if diff := cmp.Diff(want, consumers); diff != "" {
 		t.Errorf("triggers' consumers (-want, +got):\n%s", diff)
 	}

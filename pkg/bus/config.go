@@ -183,6 +183,12 @@ func ResyncConsumerName(service string, partition int) string {
 	return ConsumerName(service, partition) + "-" + resyncToken
 }
 
+// OverflowConsumerName is the durable consumer of one partition's overflow
+// lane: <service>-pNN-overflow.
+func OverflowConsumerName(service string, partition int) string {
+	return ConsumerName(service, partition) + "-" + overflowToken
+}
+
 func upper(s string) string {
 	b := []byte(s)
 	for i, c := range b {
@@ -264,6 +270,12 @@ func (c Config) urgentConsumerConfig(service string, partition int) jetstream.Co
 // resync lane.
 func (c Config) resyncConsumerConfig(service string, partition int) jetstream.ConsumerConfig {
 	return c.laneConsumerConfig(service, partition, resyncToken)
+}
+
+// overflowConsumerConfig is the durable pull consumer of one partition's
+// overflow lane.
+func (c Config) overflowConsumerConfig(service string, partition int) jetstream.ConsumerConfig {
+	return c.laneConsumerConfig(service, partition, overflowToken)
 }
 
 // laneConsumerConfig is the durable pull consumer of the lane of one

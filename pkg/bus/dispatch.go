@@ -61,23 +61,41 @@ func isUrgent(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), 
 // isResync reports whether a message came through a partition's resync lane.
 func isResync(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), "."+resyncToken) }
 
-// laneIndex is the index of a partition lane's look-ahead room: 0 urgent, 1
-// normal, 2 resync. The resync lane has room of its own so that a resync
-// backlog never holds the room real changes need.
+// isOverflow reports whether a message came through a partition's overflow
+// lane.
+func isOverflow(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), "."+overflowToken) }
+
+// The look-ahead rooms of a partition (lease.room): one per lane, and the
+// normal lane's spare room for tenants under their share of it.
+const (
+	roomUrgent = iota
+	roomNormal
+	roomResync
+	roomOverflow
+	roomSpare
+	rooms
+)
+
+// laneIndex is the look-ahead room of the lane a message came through. The
+// resync lane has room of its own so that a resync backlog never holds the
+// room real changes need; so does the overflow lane, which holds what the
+// normal lane had no room for.
 func laneIndex(msg jetstream.Msg) int {
 	switch {
 	case isUrgent(msg):
-		return 0
+		return roomUrgent
 	case isResync(msg):
-		return 2
+		return roomResync
+	case isOverflow(msg):
+		return roomOverflow
 	default:
-		return 1
+		return roomNormal
 	}
 }
 
 // lane is the lane t waits in unless its guard sends it to quarantine:
 // urgent once an urgent event came for it, resync while only resync events
-// did, else normal.
+// did, else normal (overflow events included).
 func (t *target) lane() lane {
 	switch {
 	case t.urgent:
@@ -100,9 +118,10 @@ type pending struct {
 
 // onMsg receives every message of the partition. A message for a target
 // that is already waiting or running is folded into it; otherwise the
-// target waits for a handler slot in the scheduler. onMsg returns at once
-// unless the lane already has WithLookahead targets waiting, which holds
-// back further pulls of the lane.
+// target waits for a handler slot in the scheduler, or, from a full normal
+// lane, goes to the overflow lane (takeRoom). onMsg returns at once unless
+// the lane already has WithLookahead targets waiting and the message cannot
+// go elsewhere, which holds back further pulls of the lane.
 func (l *lease) onMsg(msg jetstream.Msg) {
 	w := l.w
 	if l.stopping() {
@@ -137,7 +156,8 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		return
 	}
 	pm.req = Request{Event: ev, Target: tgt, Delivery: max(1, delivery)}
-	if w.arrivals != nil {
+	if w.arrivals != nil && !isOverflow(msg) {
+		// An overflow event arrived once already, in the normal lane.
 		w.arrivals(pm.req)
 	}
 	if delivery > 1 {
@@ -156,9 +176,9 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 	if l.foldInto(pm) {
 		return
 	}
-	room := laneIndex(msg)
-	if !l.reserve(room) {
-		_ = msg.Nak()
+	key := w.fairKey(pm.req)
+	room, ok := l.takeRoom(pm, key)
+	if !ok {
 		return
 	}
 	uid := tgt.GetUid()
@@ -179,7 +199,10 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		}
 		return
 	}
-	t := &target{uid: uid, key: w.fairKey(pm.req), kind: tgt.GetKind(), pm: pm, urgent: isUrgent(msg), resync: isResync(msg), room: room}
+	t := &target{uid: uid, key: key, kind: tgt.GetKind(), pm: pm, urgent: isUrgent(msg), resync: isResync(msg), room: room}
+	if room == roomNormal || room == roomSpare {
+		l.normalHeld[key]++
+	}
 	l.targets[uid] = t
 	l.handlers.Add(1)
 	l.mu.Unlock()
@@ -233,27 +256,98 @@ func (l *lease) foldLocked(t *target, pm *pending) (*entry, lane) {
 	return nil, laneNormal
 }
 
-// reserve takes look-ahead room in a lane, waiting while the lane has
-// WithLookahead targets waiting; it returns false if the partition stops
-// taking work first.
-func (l *lease) reserve(room int) bool {
+// takeRoom takes look-ahead room for the new target of pm, of tenant key,
+// in the room of the lane pm came through, and returns that room. It waits
+// while the lane has WithLookahead targets waiting, except in the normal
+// lane, where a tenant's backlog must not keep another tenant's event
+// unread in the stream behind it: there, once the lane is full, an event
+// of a tenant that holds its share of the lane or more (see overShare) is
+// moved to the partition's overflow lane (which never moves anything on),
+// and one of a tenant under its share takes spare room. takeRoom returns
+// false when it has settled pm instead: moved it, or given it back (Nak)
+// because the partition stops taking work first.
+func (l *lease) takeRoom(pm *pending, key string) (int, bool) {
+	room := laneIndex(pm.msg)
+	if room == roomNormal && l.tryReserve(roomNormal) {
+		return roomNormal, true
+	}
+	rooms := []int{room}
+	if room == roomNormal {
+		switch {
+		case !l.overShare(key):
+			rooms = append(rooms, roomSpare)
+		case pm.req.Delivery == 1 && l.overflow(pm):
+			// (An event delivered again, because its handler crashed or
+			// the partition changed owners, stays: a copy would start its
+			// delivery count again.)
+			return 0, false
+		}
+	}
+	if got, ok := l.reserve(rooms...); ok {
+		return got, true
+	}
+	_ = pm.msg.Nak()
+	return 0, false
+}
+
+// tryReserve takes look-ahead room without waiting, and reports whether it
+// did.
+func (l *lease) tryReserve(room int) bool {
 	select {
 	case l.room[room] <- struct{}{}:
 		return true
-	case <-l.quit:
+	default:
 		return false
+	}
+}
+
+// reserve takes look-ahead room in the first of rooms (one or two) to have
+// some, waiting while none has; it returns the room taken, or false if the
+// partition stops taking work first.
+func (l *lease) reserve(rooms ...int) (int, bool) {
+	other := l.room[rooms[0]] // a duplicate case when there is one room
+	if len(rooms) > 1 {
+		other = l.room[rooms[1]]
+	}
+	select {
+	case l.room[rooms[0]] <- struct{}{}:
+		return rooms[0], true
+	case other <- struct{}{}:
+		return rooms[len(rooms)-1], true
+	case <-l.quit:
+		return 0, false
 	}
 }
 
 func (l *lease) unreserve(room int) { <-l.room[room] }
 
+// overShare reports whether tenant key holds its share of the normal
+// lane's look-ahead or more: WithLookahead divided among the tenants that
+// hold some of it, key included, and at least one.
+func (l *lease) overShare(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	held := l.normalHeld[key]
+	tenants := len(l.normalHeld)
+	if held == 0 {
+		tenants++
+	}
+	return held >= max(1, l.w.lookahead/tenants)
+}
+
 // freeRoom gives back the look-ahead room t holds, if any. The caller holds
 // l.mu.
 func (l *lease) freeRoom(t *target) {
-	if t.room >= 0 {
-		l.unreserve(t.room)
-		t.room = -1
+	if t.room < 0 {
+		return
 	}
+	if t.room == roomNormal || t.room == roomSpare {
+		if l.normalHeld[t.key]--; l.normalHeld[t.key] <= 0 {
+			delete(l.normalHeld, t.key)
+		}
+	}
+	l.unreserve(t.room)
+	t.room = -1
 }
 
 // schedule sends a target that holds an event (t.pm) and no slot to the

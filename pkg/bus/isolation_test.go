@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
@@ -86,6 +87,122 @@ func TestFairBetweenTenants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A tenant's backlog larger than a partition's look-ahead does not keep
+// another tenant's event unread in the stream behind it: the full normal
+// lane moves the backlog's events past its share to the overflow lane,
+// once each, and reads on. All in one partition, with the only handler slot
+// busy; runs and messages are counted, not timed.
+func TestFairBeyondLookahead(t *testing.T) {
+	const (
+		backlog   = 100
+		lookahead = 8
+	)
+	cases := map[string]struct {
+		reason string
+		key    func(bus.Request) string
+		// waiting is how many requests wait in memory once b's event is
+		// read; maxBefore and minBefore bound the runs of a's backlog
+		// before b's.
+		waiting              int
+		maxBefore, minBefore int
+	}{
+		"Namespace": {
+			reason:    "b's event must be read past a's backlog, take spare room, and wait at most one run of a's once the slot frees.",
+			key:       bus.NamespaceKey,
+			waiting:   2*lookahead + 1, // a's in the normal and overflow lanes, and b's
+			maxBefore: 2,
+		},
+		"None": {
+			reason:    "One tenant for all: b's event goes to the overflow lane behind a's backlog (the contrast that shows the tenant is what lets it pass).",
+			key:       bus.NoKey,
+			waiting:   2 * lookahead,
+			minBefore: backlog,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := resyncConfig()
+			cfg.Partitions = 1
+			h := newHarness(t, cfg)
+			p := h.publisher()
+			bl := newBlocker()
+			publishAll(t, p, nsEvent("a", uid(0), 1))
+			r := h.start(bus.Renderer, "r0", bl, bus.WithConcurrency(1), bus.WithLookahead(lookahead), bus.WithFairKey(tc.key))
+			<-bl.started
+			var evs []*eventsv1.Event
+			for i := 1; i < backlog; i++ {
+				evs = append(evs, nsEvent("a", uid(i), 1))
+			}
+			late := uid(100_000)
+			evs = append(evs, nsEvent("b", late, 1))
+			publishAll(t, p, evs...)
+			// Without a way past a's backlog, b's event stays unread
+			// while the slot is busy; the counts below then say so.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_ = poll.Wait(ctx, func(context.Context) error {
+				if u, n := r.w.Waiting(); u+n < tc.waiting {
+					return fmt.Errorf("%d requests waiting", u+n)
+				}
+				return nil
+			})
+			// a's events past its share (all of them but the running one
+			// and the normal lane's look-ahead) were moved once each, and
+			// the normal lane holds nothing unread.
+			moved := backlog - 1 - lookahead
+			if tc.waiting == 2*lookahead {
+				moved++ // b's too
+			}
+			if got := h.laneBacklog(t, bus.OverflowConsumerName(bus.Renderer, 0)); got != moved {
+				t.Errorf("%s\nthe overflow lane holds %d events; want %d", tc.reason, got, moved)
+			}
+			if got := h.laneUnread(t, bus.ConsumerName(bus.Renderer, 0)); got != 0 {
+				t.Errorf("%s\nthe normal lane has %d events unread; want 0", tc.reason, got)
+			}
+			close(bl.release)
+			poll.True(t, arrival, "every request handled", func() bool { return len(bl.handled()) >= backlog+1 })
+			poll.True(t, arrival, "every message acknowledged", func() bool { return h.workPending(bus.Renderer) == 0 })
+			got := bl.handled()
+			if n := len(got); n != backlog+1 || len(slices.Compact(slices.Sorted(slices.Values(got)))) != n {
+				t.Errorf("%d handler runs for %d distinct targets; want each of the %d once", n, len(slices.Compact(slices.Sorted(slices.Values(got)))), backlog+1)
+			}
+			before := slices.Index(got, late) - 1 // the run that held the slot does not count
+			t.Logf("runs of tenant a's backlog of %d before tenant b's request: %d", backlog, before)
+			lo := max(0, tc.minBefore-1) // all of a's but the run that held the slot
+			if before > tc.maxBefore && tc.maxBefore > 0 || before < lo {
+				t.Errorf("%s\n%d runs before b's request; want between %d and %d", tc.reason, before, lo, max(tc.maxBefore, lo))
+			}
+		})
+	}
+}
+
+// laneBacklog is how many messages a consumer holds: unread, or delivered
+// and not yet acknowledged.
+func (h *harness) laneBacklog(t *testing.T, consumer string) int {
+	t.Helper()
+	info := h.consumerInfo(t, consumer)
+	return int(info.NumPending) + info.NumAckPending //nolint:gosec // Small test counts.
+}
+
+// laneUnread is how many messages a consumer has not delivered yet.
+func (h *harness) laneUnread(t *testing.T, consumer string) int {
+	t.Helper()
+	return int(h.consumerInfo(t, consumer).NumPending) //nolint:gosec // Small test counts.
+}
+
+func (h *harness) consumerInfo(t *testing.T, consumer string) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := h.js.Consumer(t.Context(), bus.StreamName(bus.Renderer), consumer)
+	if err != nil {
+		t.Fatalf("cannot find consumer %s: %v", consumer, err)
+	}
+	info, err := c.Info(t.Context())
+	if err != nil {
+		t.Fatalf("cannot read consumer %s: %v", consumer, err)
+	}
+	return info
 }
 
 // poisoned is a handler whose calls for one target (poison) fail and, like

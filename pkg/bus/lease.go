@@ -34,14 +34,18 @@ type lease struct {
 	fenceC   chan string // a reason to stop at once
 	done     chan struct{}
 
-	// room bounds, per lane (urgent, normal, resync: see laneIndex), how
-	// many targets wait for a slot: each waiting target holds one token
-	// (WithLookahead).
-	room [3]chan struct{}
+	// room bounds, per lane (urgent, normal, resync, overflow: see
+	// laneIndex), how many targets wait for a slot: each waiting target
+	// holds one token (WithLookahead). roomSpare is more room for the
+	// normal lane's tenants under their share of it (see takeRoom).
+	room [rooms]chan struct{}
 
 	mu       sync.Mutex
 	targets  map[string]*target
 	handlers sync.WaitGroup
+	// normalHeld counts the targets that hold room of the normal lane
+	// (roomNormal or roomSpare), by tenant key.
+	normalHeld map[string]int
 	// timers are the not-before stamps (Unix nanoseconds) of the requeue
 	// copies this lease published, or is publishing, that are still in the
 	// stream as far as it knows, by subject (see requeue).
@@ -50,7 +54,7 @@ type lease struct {
 
 func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &lease{
+	l := &lease{
 		w:        w,
 		p:        p,
 		key:      w.leaseKey(p),
@@ -65,8 +69,13 @@ func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
 		done:     make(chan struct{}),
 		targets:  map[string]*target{},
 		timers:   map[string]int64{},
-		room:     [3]chan struct{}{make(chan struct{}, w.lookahead), make(chan struct{}, w.lookahead), make(chan struct{}, w.lookahead)},
+
+		normalHeld: map[string]int{},
 	}
+	for i := range l.room {
+		l.room[i] = make(chan struct{}, w.lookahead)
+	}
+	return l
 }
 
 // release asks the lease to drain and release; it does not wait.
@@ -177,8 +186,8 @@ func (l *lease) run() {
 	}
 }
 
-// lanes are the consume contexts of a partition's lanes: urgent, normal and
-// resync.
+// lanes are the consume contexts of a partition's lanes: urgent, normal,
+// resync and overflow.
 type lanes []jetstream.ConsumeContext
 
 // Drain drains every lane.
@@ -201,9 +210,9 @@ func (ls lanes) Closed() <-chan struct{} {
 }
 
 // consume starts pulling the partition's messages, from every lane. The
-// urgent and resync consumers are created here when missing (EnsureStreams
-// creates the normal ones only), so that streams made before a lane existed
-// need no migration.
+// urgent, resync and overflow consumers are created here when missing
+// (EnsureStreams creates the normal ones only), so that streams made before
+// a lane existed need no migration.
 func (l *lease) consume() (lanes, error) {
 	w := l.w
 	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
@@ -214,6 +223,7 @@ func (l *lease) consume() (lanes, error) {
 		w.cfg.urgentConsumerConfig(w.service, l.p),
 		w.cfg.consumerConfig(w.service, l.p),
 		w.cfg.resyncConsumerConfig(w.service, l.p),
+		w.cfg.overflowConsumerConfig(w.service, l.p),
 	} {
 		cons, err := w.js.Consumer(ctx, stream, cfg.Durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {

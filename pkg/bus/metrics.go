@@ -44,6 +44,7 @@ type metrics struct {
 	runsC        metric.Int64Counter
 	queueWaitH   metric.Float64Histogram
 	peakRunsG    metric.Int64ObservableGauge
+	overflowedC  metric.Int64Counter
 
 	// The attributes of the measurements made per event.
 	publishedA, handledA, queueWaitA, runsA, failedRunsA *telemetry.Attrs
@@ -83,7 +84,9 @@ func newMetrics() *metrics {
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	peak, _ := m.Int64ObservableGauge("loom.bus.target.runs_per_minute.max",
 		metric.WithDescription("The most handler runs one target had within one minute on this replica since it started, by service; at most the per-target budget."))
-	return &metrics{meter: m, publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq,
+	ovf, _ := m.Int64Counter("loom.bus.events.overflowed",
+		metric.WithDescription("Events a worker moved from a partition's full normal lane to its overflow lane because their tenant held its share of the lane or more, by service and target kind: each is moved once, so that other tenants' events are read past that tenant's backlog."))
+	return &metrics{meter: m, overflowedC: ovf, publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq,
 		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack, redeliveredG: rdg,
 		throttledC: thr, runsC: runs, queueWaitH: qw, peakRunsG: peak,
 		publishedA:  telemetry.NewAttrs(nil, "service", "kind", "outcome", "source", "type"),
@@ -117,6 +120,12 @@ func (m *metrics) declare(service string) {
 	m.redeliveredC.Add(context.Background(), 0, attrs)
 	m.deadLettersC.Add(context.Background(), 0, attrs)
 	m.throttledC.Add(context.Background(), 0, attrs)
+	m.overflowedC.Add(context.Background(), 0, attrs)
+}
+
+func (m *metrics) overflowed(service, kind string) {
+	m.overflowedC.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("service", service), attribute.String("kind", kind)))
 }
 
 func (m *metrics) throttled(service, kind, reason string) {
@@ -155,13 +164,13 @@ func (m *metrics) observeConsumers(w *Worker) func() {
 		ctx, cancel := context.WithTimeout(ctx, kvTimeout)
 		defer cancel()
 		for _, p := range w.Owned() {
-			// The urgent and normal lanes of the partition, summed: the
-			// lag KEDA scales on. The resync lane is background work
-			// that scaling out must not chase (see the chart's
-			// scaledobject.yaml), and is left out.
+			// The urgent, normal and overflow lanes of the partition,
+			// summed: the lag KEDA scales on. The resync lane is
+			// background work that scaling out must not chase (see the
+			// chart's scaledobject.yaml), and is left out.
 			var pending, ackPending, redelivered int64
 			seen := false
-			for _, name := range []string{ConsumerName(w.service, p), UrgentConsumerName(w.service, p)} {
+			for _, name := range []string{ConsumerName(w.service, p), UrgentConsumerName(w.service, p), OverflowConsumerName(w.service, p)} {
 				c, err := w.js.Consumer(ctx, StreamName(w.service), name)
 				if ctx.Err() != nil {
 					return nil

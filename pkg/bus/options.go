@@ -156,9 +156,11 @@ const maxLookahead = 1000
 
 // WithLookahead bounds how many targets of one partition lane wait for a
 // handler slot in this replica's memory; further pulls of the lane wait
-// until one starts. Looking ahead is what lets a request of one tenant pass
-// a backlog of another's in the same partition (see WithFairKey); it costs
-// memory and one InProgress heartbeat per AckWait/2 for each waiting event.
+// until one starts, except in the normal lane, which moves the events of a
+// tenant over its share to the overflow lane and gives tenants under their
+// share as much room again (see the package documentation). Tenants take
+// turns among the targets waiting in memory (see WithFairKey); each costs
+// memory and one InProgress heartbeat per AckWait/2.
 // It can be at most the consumers' MaxAckPending (maxLookahead), past which
 // JetStream delivers no more. The default is DefaultLookahead; values below
 // 1 are ignored.

@@ -101,13 +101,7 @@ func (l *lease) requeue(pm *pending, delay time.Duration) {
 		_ = pm.msg.Ack()
 		return
 	}
-	cp := nats.NewMsg(pm.msg.Subject())
-	cp.Data = pm.msg.Data()
-	for k, v := range pm.msg.Headers() {
-		if republished(k) {
-			cp.Header[k] = v
-		}
-	}
+	cp := copyMsg(pm, pm.msg.Subject())
 	cp.Header.Set(HeaderNotBefore, strconv.FormatInt(at, 10))
 	// The copy is recorded before it is published: it may come back (due,
 	// for a short delay) before the publication's answer does.
@@ -139,14 +133,46 @@ func (l *lease) requeue(pm *pending, delay time.Duration) {
 	}
 }
 
+// copyMsg is a copy of pm's message, to be published on subject: its data
+// and the headers that go with it when it is published again.
+func copyMsg(pm *pending, subject string) *nats.Msg {
+	cp := nats.NewMsg(subject)
+	cp.Data = pm.msg.Data()
+	for k, v := range pm.msg.Headers() {
+		if republished(k) {
+			cp.Header[k] = v
+		}
+	}
+	return cp
+}
+
+// overflow moves pm, from the normal lane, to the overflow lane of its
+// target: it publishes a copy there and acknowledges pm once the copy is
+// stored (a copy starts at delivery 1). It reports false, with pm
+// untouched, if the copy could not be published.
+func (l *lease) overflow(pm *pending) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	defer cancel()
+	if _, err := l.w.js.PublishMsg(ctx, copyMsg(pm, overflowSubject(pm.msg.Subject()))); err != nil {
+		l.logFor(pm).Debug("cannot move event to the overflow lane; it waits for room in the normal lane", "error", err)
+		return false
+	}
+	_ = pm.msg.Ack()
+	l.w.metrics.overflowed(l.w.service, pm.req.Target.GetKind())
+	return true
+}
+
 // timerBy reports whether a requeue copy this lease published for the
 // target of a work subject, in any of its lanes, is still in the stream and
 // comes back by at (Unix nanoseconds).
 func (l *lease) timerBy(subject string, at int64) bool {
-	base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(subject, "."+urgentToken), "."+resyncToken), handOverSuffix)
+	base := subject
+	for _, suffix := range [...]string{"." + urgentToken, "." + resyncToken, "." + overflowToken, handOverSuffix} {
+		base = strings.TrimSuffix(base, suffix)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken, base + handOverSuffix} {
+	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken, base + "." + overflowToken, base + handOverSuffix, overflowSubject(base + handOverSuffix)} {
 		if t, ok := l.timers[s]; ok && t <= at {
 			return true
 		}

@@ -47,6 +47,18 @@ func ResyncWorkSubject(service string, partitions int, uid string) string {
 	return WorkSubject(service, partitions, uid) + "." + resyncToken
 }
 
+// overflowToken ends the subject of a request in its target's overflow
+// lane: where the owner of a partition moves an event of a tenant that held
+// more than its share of the partition's full normal lane (see
+// lease.takeRoom), so that the normal lane reads on past that tenant's
+// backlog: loom.<service>.<partition>.<uid>[_handover].overflow. Only
+// workers publish there.
+const overflowToken = "overflow"
+
+// overflowSubject is the subject, in the overflow lane, of a request of the
+// normal lane.
+func overflowSubject(subject string) string { return subject + "." + overflowToken }
+
 // handOverSuffix ends the last token of the subject of a request that
 // hands a result over (eventsv1.Event.Publication).
 const handOverSuffix = "_handover"
@@ -77,11 +89,11 @@ func partitionFilter(service string, partition int) string {
 // partition and target UID.
 func parseWorkSubject(subject string) (service string, partition int, uid string, err error) {
 	parts := strings.Split(subject, ".")
-	if len(parts) == 5 && (parts[4] == urgentToken || parts[4] == resyncToken) {
+	if len(parts) == 5 && (parts[4] == urgentToken || parts[4] == resyncToken || parts[4] == overflowToken) {
 		parts = parts[:4]
 	}
 	if len(parts) != 4 || parts[0] != subjectPrefix || parts[1] == dlqToken {
-		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>[.%s|.%s|%s]", subject, subjectPrefix, urgentToken, resyncToken, handOverSuffix)
+		return "", 0, "", fmt.Errorf("cannot parse work subject %q: want %s.<service>.<partition>.<uid>[%s][.%s|.%s|.%s]", subject, subjectPrefix, handOverSuffix, urgentToken, resyncToken, overflowToken)
 	}
 	parts[3] = strings.TrimSuffix(parts[3], handOverSuffix)
 	p, err := strconv.Atoi(parts[2])

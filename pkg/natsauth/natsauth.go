@@ -150,11 +150,13 @@ func (p *permissions) setup(services ...string) {
 		stream := bus.StreamName(s)
 		p.streamAdmin(stream)
 		// Partition consumers <service>-pNN filtered to loom.<service>.<p>.*,
-		// <service>-pNN-urgent to loom.<service>.<p>.*.urgent and
-		// <service>-pNN-resync to loom.<service>.<p>.*.resync.
+		// <service>-pNN-urgent to loom.<service>.<p>.*.urgent,
+		// <service>-pNN-resync to loom.<service>.<p>.*.resync and
+		// <service>-pNN-overflow to loom.<service>.<p>.*.overflow.
 		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*")
 		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*.urgent")
 		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*.resync")
+		p.pub(api + "CONSUMER.CREATE." + stream + ".*.loom." + s + ".*.*.overflow")
 	}
 	p.streamAdmin(bus.DeadLetterStream)
 	// Creating a key-value bucket reads the account's JetStream limits.
