@@ -65,16 +65,51 @@ func isResync(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), 
 // lane.
 func isOverflow(msg jetstream.Msg) bool { return strings.HasSuffix(msg.Subject(), "."+overflowToken) }
 
+// urgentReq reports whether a request is urgent: it came through the urgent
+// lane, or through the overflow lane from the urgent one (its event says
+// so).
+func urgentReq(pm *pending) bool {
+	return isUrgent(pm.msg) || isOverflow(pm.msg) && pm.req.Event.GetUrgent()
+}
+
 // The look-ahead rooms of a partition (lease.room): one per lane, and the
-// normal lane's spare room for tenants under their share of it.
+// spare rooms of the lanes that move events to the overflow lane (urgent
+// and normal), for tenants under their share of the lane.
 const (
 	roomUrgent = iota
 	roomNormal
 	roomResync
 	roomOverflow
-	roomSpare
+	roomUrgentSpare
+	roomNormalSpare
 	rooms
 )
+
+// spareRoom is the spare room of a lane that moves events (roomUrgent or
+// roomNormal), or -1.
+func spareRoom(room int) int {
+	switch room {
+	case roomUrgent:
+		return roomUrgentSpare
+	case roomNormal:
+		return roomNormalSpare
+	default:
+		return -1
+	}
+}
+
+// shareOf is the lane whose shares room counts towards (roomUrgent or
+// roomNormal, for the lane's own room and its spare), or -1.
+func shareOf(room int) int {
+	switch room {
+	case roomUrgent, roomUrgentSpare:
+		return roomUrgent
+	case roomNormal, roomNormalSpare:
+		return roomNormal
+	default:
+		return -1
+	}
+}
 
 // laneIndex is the look-ahead room of the lane a message came through. The
 // resync lane has room of its own so that a resync backlog never holds the
@@ -118,8 +153,8 @@ type pending struct {
 
 // onMsg receives every message of the partition. A message for a target
 // that is already waiting or running is folded into it; otherwise the
-// target waits for a handler slot in the scheduler, or, from a full normal
-// lane, goes to the overflow lane (takeRoom). onMsg returns at once unless
+// target waits for a handler slot in the scheduler, or, from a full urgent
+// or normal lane, goes to the overflow lane (takeRoom). onMsg returns at once unless
 // the lane already has WithLookahead targets waiting and the message cannot
 // go elsewhere, which holds back further pulls of the lane.
 func (l *lease) onMsg(msg jetstream.Msg) {
@@ -199,9 +234,9 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 		}
 		return
 	}
-	t := &target{uid: uid, key: key, kind: tgt.GetKind(), pm: pm, urgent: isUrgent(msg), resync: isResync(msg), room: room}
-	if room == roomNormal || room == roomSpare {
-		l.normalHeld[key]++
+	t := &target{uid: uid, key: key, kind: tgt.GetKind(), pm: pm, urgent: urgentReq(pm), resync: isResync(msg), room: room}
+	if lane := shareOf(room); lane >= 0 {
+		l.held[lane][key]++
 	}
 	l.targets[uid] = t
 	l.handlers.Add(1)
@@ -258,24 +293,24 @@ func (l *lease) foldLocked(t *target, pm *pending) (*entry, lane) {
 
 // takeRoom takes look-ahead room for the new target of pm, of tenant key,
 // in the room of the lane pm came through, and returns that room. It waits
-// while the lane has WithLookahead targets waiting, except in the normal
-// lane, where a tenant's backlog must not keep another tenant's event
-// unread in the stream behind it: there, once the lane is full, an event
-// of a tenant that holds its share of the lane or more (see overShare) is
-// moved to the partition's overflow lane (which never moves anything on),
-// and one of a tenant under its share takes spare room. takeRoom returns
-// false when it has settled pm instead: moved it, or given it back (Nak)
-// because the partition stops taking work first.
+// while the lane has WithLookahead targets waiting, except in the urgent
+// and normal lanes, where a tenant's backlog must not keep another tenant's
+// event unread in the stream behind it: there, once the lane is full, an
+// event of a tenant that holds its share of the lane or more (see
+// overShare) is moved to the partition's overflow lane (which never moves
+// anything on), and one of a tenant under its share takes the lane's spare
+// room. takeRoom returns false when it has settled pm instead: moved it, or
+// given it back (Nak) because the partition stops taking work first.
 func (l *lease) takeRoom(pm *pending, key string) (int, bool) {
 	room := laneIndex(pm.msg)
-	if room == roomNormal && l.tryReserve(roomNormal) {
-		return roomNormal, true
-	}
 	rooms := []int{room}
-	if room == roomNormal {
+	if spare := spareRoom(room); spare >= 0 {
+		if l.tryReserve(room) {
+			return room, true
+		}
 		switch {
-		case !l.overShare(key):
-			rooms = append(rooms, roomSpare)
+		case !l.overShare(room, key):
+			rooms = append(rooms, spare)
 		case pm.req.Delivery == 1 && l.overflow(pm):
 			// (An event delivered again, because its handler crashed or
 			// the partition changed owners, stays: a copy would start its
@@ -321,14 +356,14 @@ func (l *lease) reserve(rooms ...int) (int, bool) {
 
 func (l *lease) unreserve(room int) { <-l.room[room] }
 
-// overShare reports whether tenant key holds its share of the normal
-// lane's look-ahead or more: WithLookahead divided among the tenants that
-// hold some of it, key included, and at least one.
-func (l *lease) overShare(key string) bool {
+// overShare reports whether tenant key holds its share of the look-ahead
+// of lane (roomUrgent or roomNormal) or more: WithLookahead divided among
+// the tenants that hold some of it, key included, and at least one.
+func (l *lease) overShare(lane int, key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	held := l.normalHeld[key]
-	tenants := len(l.normalHeld)
+	held := l.held[lane][key]
+	tenants := len(l.held[lane])
 	if held == 0 {
 		tenants++
 	}
@@ -341,9 +376,9 @@ func (l *lease) freeRoom(t *target) {
 	if t.room < 0 {
 		return
 	}
-	if t.room == roomNormal || t.room == roomSpare {
-		if l.normalHeld[t.key]--; l.normalHeld[t.key] <= 0 {
-			delete(l.normalHeld, t.key)
+	if lane := shareOf(t.room); lane >= 0 {
+		if l.held[lane][t.key]--; l.held[lane][t.key] <= 0 {
+			delete(l.held[lane], t.key)
 		}
 	}
 	l.unreserve(t.room)
@@ -562,7 +597,7 @@ func (l *lease) fold(t *target, pm *pending) {
 		t.folded++
 	}
 	t.held = pm
-	if isUrgent(pm.msg) {
+	if urgentReq(pm) {
 		t.urgent = true
 	}
 	if len(t.links) < maxLinks {

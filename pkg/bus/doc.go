@@ -55,15 +55,18 @@
 //
 // The overflow lane, loom.<service>.<partition>.<targetUID>[_handover].overflow
 // and consumer <service>-pNN-overflow (created like the urgent one), is
-// where the owner of a partition moves a normal-lane event it has no room
-// for: when the normal lane already holds WithLookahead waiting targets and
-// the event's tenant holds its share of them or more, a copy goes to the
-// overflow lane (starting at delivery 1) and the event is acknowledged, so
-// that the normal lane reads on past one tenant's backlog to other tenants'
-// events however long that backlog is. Only workers publish there; an
-// event is moved at most once (the overflow lane moves nothing on, and an
-// event delivered again is never moved), and overflow requests wait in the
-// normal lane of the scheduler.
+// where the owner of a partition moves an urgent or normal event it has no
+// room for: when the event's lane already holds WithLookahead waiting
+// targets and the event's tenant holds its share of them or more, a copy
+// goes to the overflow lane (starting at delivery 1) and the event is
+// acknowledged, so that the lane reads on past one tenant's backlog to
+// other tenants' events however long that backlog is. Only workers publish
+// there; an event is moved at most once (the overflow lane moves nothing
+// on, and an event delivered again is never moved). A moved request waits
+// in the scheduler's urgent lane if its event is urgent
+// (eventsv1.Event.Urgent), else in the normal one; a target's urgent and
+// normal events share its overflow subject, so the newer replaces the
+// older there as elsewhere.
 //
 // LOOM_DLQ holds dead letters on loom.dlq.<service>: the original payload and
 // headers plus Loom-Dlq-Reason, -Deliveries, -Subject, -Stream-Seq,
@@ -150,12 +153,12 @@
 // Each partition lane (urgent, normal, resync, overflow) keeps up to
 // WithLookahead received targets waiting for a slot in memory (their events
 // get InProgress while they wait); a lane with that many waiting stops
-// pulling, except the normal lane: there, an event of a tenant that holds
-// its share of the lane (WithLookahead divided among the tenants waiting in
-// it, the event's included) goes to the overflow lane, and an event of a
-// tenant under its share takes up to WithLookahead more room, so that a
-// tenant's new request is received, and takes its turn below, whatever
-// another tenant's backlog in the same partition.
+// pulling, except the urgent and normal lanes: there, an event of a tenant
+// that holds its share of the lane (WithLookahead divided among the
+// tenants waiting in it, the event's included) goes to the overflow lane,
+// and an event of a tenant under its share takes up to WithLookahead more
+// room, so that a tenant's request is received, and takes its turn below,
+// whatever another tenant's backlog in the same partition.
 // Freed slots go to real changes (urgent and normal requests), and to
 // resync ones only when no change waits. Changes are served round-robin
 // across tenant keys (WithFairKey: by default the target's namespace, else

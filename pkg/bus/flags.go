@@ -29,7 +29,7 @@ func (f *SchedulingFlags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.TargetBudget, "target-budget", envInt("LOOM_TARGET_BUDGET", DefaultTargetBudget),
 		"handler runs one target may have in any minute on this replica; 0 for no budget (env LOOM_TARGET_BUDGET)")
 	fs.IntVar(&f.Lookahead, "lookahead", envInt("LOOM_LOOKAHEAD", DefaultLookahead),
-		"targets of one partition lane that may wait for a handler slot in memory, at most 1000; once the normal lane holds that many, events of a tenant over its share go to the overflow lane, and tenants under it get as much room again; each waiting event costs an InProgress heartbeat every 5 s (env LOOM_LOOKAHEAD)")
+		"targets of one partition lane that may wait for a handler slot in memory, at most 1000; once an urgent or normal lane holds that many, events of a tenant over its share go to the overflow lane, and tenants under it get as much room again; each waiting event costs an InProgress heartbeat every 5 s (env LOOM_LOOKAHEAD)")
 }
 
 // Options returns the Worker options the flags ask for, or an error naming

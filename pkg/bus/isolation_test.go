@@ -102,6 +102,8 @@ func TestFairBeyondLookahead(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		key    func(bus.Request) string
+		// urgent publishes every event in the urgent lane.
+		urgent bool
 		// waiting is how many requests wait in memory once b's event is
 		// read; maxBefore and minBefore bound the runs of a's backlog
 		// before b's.
@@ -112,6 +114,13 @@ func TestFairBeyondLookahead(t *testing.T) {
 			reason:    "b's event must be read past a's backlog, take spare room, and wait at most one run of a's once the slot frees.",
 			key:       bus.NamespaceKey,
 			waiting:   2*lookahead + 1, // a's in the normal and overflow lanes, and b's
+			maxBefore: 2,
+		},
+		"NamespaceUrgent": {
+			reason:    "The urgent lane too: b's urgent event must be read past a's urgent backlog.",
+			key:       bus.NamespaceKey,
+			urgent:    true,
+			waiting:   2*lookahead + 1,
 			maxBefore: 2,
 		},
 		"None": {
@@ -128,15 +137,16 @@ func TestFairBeyondLookahead(t *testing.T) {
 			h := newHarness(t, cfg)
 			p := h.publisher()
 			bl := newBlocker()
-			publishAll(t, p, nsEvent("a", uid(0), 1))
+			ev := func(ns, id string) *eventsv1.Event { e := nsEvent(ns, id, 1); e.Urgent = tc.urgent; return e }
+			publishAll(t, p, ev("a", uid(0)))
 			r := h.start(bus.Renderer, "r0", bl, bus.WithConcurrency(1), bus.WithLookahead(lookahead), bus.WithFairKey(tc.key))
 			<-bl.started
 			var evs []*eventsv1.Event
 			for i := 1; i < backlog; i++ {
-				evs = append(evs, nsEvent("a", uid(i), 1))
+				evs = append(evs, ev("a", uid(i)))
 			}
 			late := uid(100_000)
-			evs = append(evs, nsEvent("b", late, 1))
+			evs = append(evs, ev("b", late))
 			publishAll(t, p, evs...)
 			// Without a way past a's backlog, b's event stays unread
 			// while the slot is busy; the counts below then say so.
@@ -158,8 +168,12 @@ func TestFairBeyondLookahead(t *testing.T) {
 			if got := h.laneBacklog(t, bus.OverflowConsumerName(bus.Renderer, 0)); got != moved {
 				t.Errorf("%s\nthe overflow lane holds %d events; want %d", tc.reason, got, moved)
 			}
-			if got := h.laneUnread(t, bus.ConsumerName(bus.Renderer, 0)); got != 0 {
-				t.Errorf("%s\nthe normal lane has %d events unread; want 0", tc.reason, got)
+			lane := bus.ConsumerName(bus.Renderer, 0)
+			if tc.urgent {
+				lane = bus.UrgentConsumerName(bus.Renderer, 0)
+			}
+			if got := h.laneUnread(t, lane); got != 0 {
+				t.Errorf("%s\nlane %s has %d events unread; want 0", tc.reason, lane, got)
 			}
 			close(bl.release)
 			poll.True(t, arrival, "every request handled", func() bool { return len(bl.handled()) >= backlog+1 })

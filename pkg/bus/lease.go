@@ -36,16 +36,17 @@ type lease struct {
 
 	// room bounds, per lane (urgent, normal, resync, overflow: see
 	// laneIndex), how many targets wait for a slot: each waiting target
-	// holds one token (WithLookahead). roomSpare is more room for the
-	// normal lane's tenants under their share of it (see takeRoom).
+	// holds one token (WithLookahead). The urgent and normal lanes have as
+	// much spare room again, for tenants under their share (see takeRoom).
 	room [rooms]chan struct{}
 
 	mu       sync.Mutex
 	targets  map[string]*target
 	handlers sync.WaitGroup
-	// normalHeld counts the targets that hold room of the normal lane
-	// (roomNormal or roomSpare), by tenant key.
-	normalHeld map[string]int
+	// held counts the targets that hold room of the urgent and normal
+	// lanes (their own or spare, see shareOf), by lane (roomUrgent,
+	// roomNormal) and tenant key.
+	held [2]map[string]int
 	// timers are the not-before stamps (Unix nanoseconds) of the requeue
 	// copies this lease published, or is publishing, that are still in the
 	// stream as far as it knows, by subject (see requeue).
@@ -69,8 +70,7 @@ func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
 		done:     make(chan struct{}),
 		targets:  map[string]*target{},
 		timers:   map[string]int64{},
-
-		normalHeld: map[string]int{},
+		held:     [2]map[string]int{{}, {}},
 	}
 	for i := range l.room {
 		l.room[i] = make(chan struct{}, w.lookahead)

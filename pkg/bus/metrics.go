@@ -85,7 +85,7 @@ func newMetrics() *metrics {
 	peak, _ := m.Int64ObservableGauge("loom.bus.target.runs_per_minute.max",
 		metric.WithDescription("The most handler runs one target had within one minute on this replica since it started, by service; at most the per-target budget."))
 	ovf, _ := m.Int64Counter("loom.bus.events.overflowed",
-		metric.WithDescription("Events a worker moved from a partition's full normal lane to its overflow lane because their tenant held its share of the lane or more, by service and target kind: each is moved once, so that other tenants' events are read past that tenant's backlog."))
+		metric.WithDescription("Events a worker moved from a partition's full urgent or normal lane to its overflow lane because their tenant held its share of the lane or more, by service, target kind and lane (urgent, normal): each is moved once, so that other tenants' events are read past that tenant's backlog."))
 	return &metrics{meter: m, overflowedC: ovf, publishedC: pub, handledC: han, duration: dur, coalescedC: coa, deadLettersC: dlq,
 		redeliveredC: red, ownedC: own, pendingG: pen, ackPendingG: ack, redeliveredG: rdg,
 		throttledC: thr, runsC: runs, queueWaitH: qw, peakRunsG: peak,
@@ -123,9 +123,9 @@ func (m *metrics) declare(service string) {
 	m.overflowedC.Add(context.Background(), 0, attrs)
 }
 
-func (m *metrics) overflowed(service, kind string) {
+func (m *metrics) overflowed(service, kind string, from lane) {
 	m.overflowedC.Add(context.Background(), 1, metric.WithAttributes(
-		attribute.String("service", service), attribute.String("kind", kind)))
+		attribute.String("service", service), attribute.String("kind", kind), attribute.String("lane", from.String())))
 }
 
 func (m *metrics) throttled(service, kind, reason string) {

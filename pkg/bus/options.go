@@ -156,9 +156,9 @@ const maxLookahead = 1000
 
 // WithLookahead bounds how many targets of one partition lane wait for a
 // handler slot in this replica's memory; further pulls of the lane wait
-// until one starts, except in the normal lane, which moves the events of a
-// tenant over its share to the overflow lane and gives tenants under their
-// share as much room again (see the package documentation). Tenants take
+// until one starts, except in the urgent and normal lanes, which move the
+// events of a tenant over its share to the overflow lane and give tenants
+// under their share as much room again (see the package documentation). Tenants take
 // turns among the targets waiting in memory (see WithFairKey); each costs
 // memory and one InProgress heartbeat per AckWait/2.
 // It can be at most the consumers' MaxAckPending (maxLookahead), past which

@@ -146,8 +146,8 @@ func copyMsg(pm *pending, subject string) *nats.Msg {
 	return cp
 }
 
-// overflow moves pm, from the normal lane, to the overflow lane of its
-// target: it publishes a copy there and acknowledges pm once the copy is
+// overflow moves pm, from the urgent or normal lane, to the overflow lane
+// of its target: it publishes a copy there and acknowledges pm once the copy is
 // stored (a copy starts at delivery 1). It reports false, with pm
 // untouched, if the copy could not be published.
 func (l *lease) overflow(pm *pending) bool {
@@ -158,7 +158,11 @@ func (l *lease) overflow(pm *pending) bool {
 		return false
 	}
 	_ = pm.msg.Ack()
-	l.w.metrics.overflowed(l.w.service, pm.req.Target.GetKind())
+	from := laneNormal
+	if isUrgent(pm.msg) {
+		from = laneUrgent
+	}
+	l.w.metrics.overflowed(l.w.service, pm.req.Target.GetKind(), from)
 	return true
 }
 

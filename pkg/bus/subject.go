@@ -49,15 +49,17 @@ func ResyncWorkSubject(service string, partitions int, uid string) string {
 
 // overflowToken ends the subject of a request in its target's overflow
 // lane: where the owner of a partition moves an event of a tenant that held
-// more than its share of the partition's full normal lane (see
-// lease.takeRoom), so that the normal lane reads on past that tenant's
-// backlog: loom.<service>.<partition>.<uid>[_handover].overflow. Only
+// its share of the partition's full urgent or normal lane (see
+// lease.takeRoom), so that the lane reads on past that tenant's backlog: loom.<service>.<partition>.<uid>[_handover].overflow. Only
 // workers publish there.
 const overflowToken = "overflow"
 
 // overflowSubject is the subject, in the overflow lane, of a request of the
-// normal lane.
-func overflowSubject(subject string) string { return subject + "." + overflowToken }
+// urgent or normal lane. A request moved from the urgent lane stays urgent:
+// its event says so (eventsv1.Event.Urgent).
+func overflowSubject(subject string) string {
+	return strings.TrimSuffix(subject, "."+urgentToken) + "." + overflowToken
+}
 
 // handOverSuffix ends the last token of the subject of a request that
 // hands a result over (eventsv1.Event.Publication).

@@ -87,6 +87,7 @@ func TestSubjects(t *testing.T) {
 			want: "binder-p03-resync loom.binder.3.*.resync"},
 		"OverflowConsumer": {reason: "an overflow lane has its own consumer, on its own subjects, normal and hand-over alike", got: fmt.Sprint(OverflowConsumerName(Binder, 3), " ", Config{}.overflowConsumerConfig(Binder, 3).FilterSubject, " ", overflowSubject(HandOverWorkSubject(Binder, 32, u))),
 			want: fmt.Sprintf("binder-p03-overflow loom.binder.3.*.overflow loom.binder.%d.%s_handover.overflow", p, u)},
+		"OverflowFromUrgent": {reason: "an urgent request moved to the overflow lane shares its target's overflow subject", got: overflowSubject(UrgentWorkSubject(Binder, 32, u)), want: fmt.Sprintf("loom.binder.%d.%s.overflow", p, u)},
 		"UrgentConsumer": {reason: "the urgent lane's consumer keeps its name and subjects", got: fmt.Sprint(Config{}.urgentConsumerConfig(Binder, 3).Durable, " ", Config{}.urgentConsumerConfig(Binder, 3).FilterSubject),
 			want: "binder-p03-urgent loom.binder.3.*.urgent"},
 	}
@@ -103,7 +104,7 @@ func TestSubjects(t *testing.T) {
 		t.Errorf("Partition(a) = %d; fnv-1a changed", got)
 	}
 	for _, subject := range []string{WorkSubject(Renderer, 32, u), UrgentWorkSubject(Renderer, 32, u), ResyncWorkSubject(Renderer, 32, u), HandOverWorkSubject(Renderer, 32, u),
-		overflowSubject(WorkSubject(Renderer, 32, u)), overflowSubject(HandOverWorkSubject(Renderer, 32, u))} {
+		overflowSubject(WorkSubject(Renderer, 32, u)), overflowSubject(UrgentWorkSubject(Renderer, 32, u)), overflowSubject(HandOverWorkSubject(Renderer, 32, u))} {
 		svc, part, id, err := parseWorkSubject(subject)
 		if err != nil || svc != Renderer || part != p || id != u {
 			t.Errorf("parseWorkSubject(%s) round trip: %s %d %s %v", subject, svc, part, id, err)
