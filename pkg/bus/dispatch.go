@@ -114,7 +114,7 @@ func shareOf(room int) int {
 // laneIndex is the look-ahead room of the lane a message came through. The
 // resync lane has room of its own so that a resync backlog never holds the
 // room real changes need; so does the overflow lane, which holds what the
-// normal lane had no room for.
+// urgent and normal lanes had no room for.
 func laneIndex(msg jetstream.Msg) int {
 	switch {
 	case isUrgent(msg):
@@ -154,9 +154,9 @@ type pending struct {
 // onMsg receives every message of the partition. A message for a target
 // that is already waiting or running is folded into it; otherwise the
 // target waits for a handler slot in the scheduler, or, from a full urgent
-// or normal lane, goes to the overflow lane (takeRoom). onMsg returns at once unless
-// the lane already has WithLookahead targets waiting and the message cannot
-// go elsewhere, which holds back further pulls of the lane.
+// or normal lane, goes to the overflow lane (takeRoom). onMsg returns at
+// once unless the lane already has WithLookahead targets waiting and the
+// message cannot go elsewhere, which holds back further pulls of the lane.
 func (l *lease) onMsg(msg jetstream.Msg) {
 	w := l.w
 	if l.stopping() {
@@ -192,7 +192,8 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 	}
 	pm.req = Request{Event: ev, Target: tgt, Delivery: max(1, delivery)}
 	if w.arrivals != nil && !isOverflow(msg) {
-		// An overflow event arrived once already, in the normal lane.
+		// An overflow event arrived once already, in the urgent or
+		// normal lane.
 		w.arrivals(pm.req)
 	}
 	if delivery > 1 {
