@@ -241,9 +241,9 @@ func clusterCheckReplicas(t *testing.T, js jetstream.JetStream) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, name := range clusterStreams() {
-		// A worker creates the urgent and resync consumers of a partition
-		// when it first takes the partition, which may come after the
-		// service reports ready: wait for them.
+		// A worker creates the urgent, resync and overflow consumers of a
+		// partition when it first takes the partition, which may come
+		// after the service reports ready: wait for them.
 		err := poll.Wait(ctx, func(ctx context.Context) error {
 			// Each attempt has its own deadline: a JetStream API request
 			// that no server answers (the cluster's meta leader not
@@ -265,9 +265,10 @@ func clusterCheckReplicas(t *testing.T, js jetstream.JetStream) {
 					return fmt.Errorf("consumer %s: %d replicas, want 3", info.Name, info.Config.Replicas)
 				}
 			}
-			// Three lanes per partition: urgent, normal and resync.
-			if slices.Contains(bus.Services, svcOfStream(name)) && consumers != 3*bus.DefaultPartitions {
-				return fmt.Errorf("%d consumers, want %d (three per partition)", consumers, 3*bus.DefaultPartitions)
+			// Four lanes per partition: urgent, normal, resync and
+			// overflow.
+			if slices.Contains(bus.Services, svcOfStream(name)) && consumers != 4*bus.DefaultPartitions {
+				return fmt.Errorf("%d consumers, want %d (four per partition)", consumers, 4*bus.DefaultPartitions)
 			}
 			return nil
 		}, poll.Every(500*time.Millisecond))
