@@ -304,14 +304,14 @@ func (l *lease) foldLocked(t *target, pm *pending) (*entry, lane) {
 // given it back (Nak) because the partition stops taking work first.
 func (l *lease) takeRoom(pm *pending, key string) (int, bool) {
 	room := laneIndex(pm.msg)
-	rooms := []int{room}
+	orSpare := -1
 	if spare := spareRoom(room); spare >= 0 {
 		if l.tryReserve(room) {
 			return room, true
 		}
 		switch {
 		case !l.overShare(room, key):
-			rooms = append(rooms, spare)
+			orSpare = spare
 		case pm.req.Delivery == 1 && l.overflow(pm):
 			// (An event delivered again, because its handler crashed or
 			// the partition changed owners, stays: a copy would start its
@@ -319,7 +319,7 @@ func (l *lease) takeRoom(pm *pending, key string) (int, bool) {
 			return 0, false
 		}
 	}
-	if got, ok := l.reserve(rooms...); ok {
+	if got, ok := l.reserve(room, orSpare); ok {
 		return got, true
 	}
 	_ = pm.msg.Nak()
@@ -337,19 +337,19 @@ func (l *lease) tryReserve(room int) bool {
 	}
 }
 
-// reserve takes look-ahead room in the first of rooms (one or two) to have
-// some, waiting while none has; it returns the room taken, or false if the
-// partition stops taking work first.
-func (l *lease) reserve(rooms ...int) (int, bool) {
-	other := l.room[rooms[0]] // a duplicate case when there is one room
-	if len(rooms) > 1 {
-		other = l.room[rooms[1]]
+// reserve takes look-ahead room in room, or in spare when spare is not -1,
+// whichever has some first, waiting while neither has; it returns the room
+// taken, or false if the partition stops taking work first.
+func (l *lease) reserve(room, spare int) (int, bool) {
+	var other chan struct{} // nil: a case that never fires
+	if spare >= 0 {
+		other = l.room[spare]
 	}
 	select {
-	case l.room[rooms[0]] <- struct{}{}:
-		return rooms[0], true
+	case l.room[room] <- struct{}{}:
+		return room, true
 	case other <- struct{}{}:
-		return rooms[len(rooms)-1], true
+		return spare, true
 	case <-l.quit:
 		return 0, false
 	}
