@@ -64,7 +64,7 @@ func TestReadPath(t *testing.T) {
 	if err != nil {
 		t.Fatalf("EnsureBucket(): %v", err)
 	}
-	mw := mirror.NewWriter(kv)
+	mw := mirror.NewWriter(js, kv)
 
 	// api is what the API server holds; the mirror holds an older version
 	// of "behind", the current version of "current", and nothing of
@@ -322,7 +322,7 @@ func TestReadPathList(t *testing.T) {
 	if err != nil {
 		t.Fatalf("EnsureBucket(): %v", err)
 	}
-	mw := mirror.NewWriter(kv)
+	mw := mirror.NewWriter(js, kv)
 	for _, o := range []*unstructured.Unstructured{widget("a", "5", "mirror"), widget("b", "6", "mirror")} {
 		if err := mw.Put(t.Context(), o); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,12 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loomxr/loom/pkg/bus/bustest"
+	"github.com/loomxr/loom/pkg/objjson"
 )
 
 // startBucket runs an in-process NATS server with JetStream on a loopback
 // port for the duration of the test and returns the mirror's bucket on it.
-// maxPayload, when not zero, lowers the server's max_payload.
-func startBucket(t *testing.T, maxPayload int32) jetstream.KeyValue {
+// maxPayload, when not zero, lowers the server's max_payload. It returns the
+// JetStream context it reaches the bucket through too.
+func startBucket(t *testing.T, maxPayload int32) (jetstream.JetStream, jetstream.KeyValue) {
 	t.Helper()
 	var opts []bustest.Option
 	if maxPayload != 0 {
@@ -31,7 +34,7 @@ func startBucket(t *testing.T, maxPayload int32) jetstream.KeyValue {
 	if err != nil {
 		t.Fatalf("EnsureBucket(): %v", err)
 	}
-	return kv
+	return js, kv
 }
 
 // obj returns an object of apiVersion and kind.
@@ -231,8 +234,8 @@ func TestGet(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			kv := startBucket(t, 0)
-			w, r := NewWriter(kv), NewReader(kv)
+			js, kv := startBucket(t, 0)
+			w, r := NewWriter(js, kv), NewReader(kv)
 			for _, o := range tc.put {
 				if err := w.Put(ctx, o); err != nil {
 					t.Fatalf("Put(%s): %v", o.GetName(), err)
@@ -258,7 +261,14 @@ func TestGet(t *testing.T) {
 	}
 }
 
+// TestPut checks Put, and Send with every write sent before the first
+// answer is waited for: a write that JetStream stores in another order than
+// it was sent leaves an older version in the mirror.
 func TestPut(t *testing.T) {
+	var versions []*unstructured.Unstructured
+	for i := range 50 {
+		versions = append(versions, widget("ns", "w", strconv.Itoa(i+1), nil))
+	}
 	big := widget("ns", "w", "6", nil)
 	_ = unstructured.SetNestedField(big.Object, strings.Repeat("x", 8192), "spec", "blob")
 	cases := map[string]struct {
@@ -291,32 +301,64 @@ func TestPut(t *testing.T) {
 			get:        KeyOf(gkWidget, "ns", "w"),
 			wantState:  Unknown,
 		},
+		"Versions": {
+			reason:    "Of many versions written one after another, the last is stored.",
+			put:       versions,
+			get:       KeyOf(gkWidget, "ns", "w"),
+			wantState: Fresh,
+		},
 	}
 	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			kv := startBucket(t, tc.maxPayload)
-			w, r := NewWriter(kv), NewReader(kv)
-			var err error
-			last := ""
-			for _, o := range tc.put {
-				if err = w.Put(ctx, o); err != nil {
-					break
+		for _, send := range []bool{false, true} {
+			how := "Put"
+			if send {
+				how = "Send"
+			}
+			t.Run(name+"/"+how, func(t *testing.T) {
+				ctx := t.Context()
+				js, kv := startBucket(t, tc.maxPayload)
+				w, r := NewWriter(js, kv), NewReader(kv)
+				var err error
+				last := ""
+				if send {
+					var sent []Pending
+					for _, o := range tc.put {
+						data, encErr := objjson.Append(nil, o.Object)
+						if encErr != nil {
+							t.Fatalf("cannot encode %s: %v", o.GetName(), encErr)
+						}
+						sent = append(sent, w.Send(o.GroupVersionKind().GroupKind(), o.GetNamespace(), o.GetName(), data))
+						last = o.GetResourceVersion()
+					}
+					for _, p := range sent {
+						if werr := p.Wait(ctx); werr != nil && err == nil {
+							err = werr
+						}
+					}
+				} else {
+					for _, o := range tc.put {
+						if err = w.Put(ctx, o); err != nil {
+							break
+						}
+						last = o.GetResourceVersion()
+					}
 				}
-				last = o.GetResourceVersion()
-			}
-			if diff := cmp.Diff(tc.wantErr, err, cmpopts.EquateErrors()); diff != "" {
-				t.Errorf("%s\nPut(): -want error, +got error:\n%s", tc.reason, diff)
-			}
-			gvk := tc.get.GroupKind().WithVersion("")
-			_, state, err := r.Get(ctx, gvk, tc.get.Namespace, tc.get.Name, last)
-			if err != nil {
-				t.Fatalf("Get(): %v", err)
-			}
-			if state != tc.wantState {
-				t.Errorf("%s\nGet() state = %s, want %s", tc.reason, state, tc.wantState)
-			}
-		})
+				if diff := cmp.Diff(tc.wantErr, err, cmpopts.EquateErrors()); diff != "" {
+					t.Errorf("%s\n%s(): -want error, +got error:\n%s", tc.reason, how, diff)
+				}
+				gvk := tc.get.GroupKind().WithVersion("")
+				got, state, err := r.Get(ctx, gvk, tc.get.Namespace, tc.get.Name, last)
+				if err != nil {
+					t.Fatalf("Get(): %v", err)
+				}
+				if state != tc.wantState {
+					t.Errorf("%s\nGet() state = %s, want %s", tc.reason, state, tc.wantState)
+				}
+				if state == Fresh && got.GetResourceVersion() != last {
+					t.Errorf("%s\nGet() = resourceVersion %s, want %s", tc.reason, got.GetResourceVersion(), last)
+				}
+			})
+		}
 	}
 }
 
@@ -361,8 +403,8 @@ func TestReconcile(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			kv := startBucket(t, 0)
-			w := NewWriter(kv)
+			js, kv := startBucket(t, 0)
+			w := NewWriter(js, kv)
 			for _, o := range objects {
 				if err := w.Put(ctx, o); err != nil {
 					t.Fatalf("Put(): %v", err)
@@ -448,8 +490,8 @@ func TestList(t *testing.T) {
 		},
 	}
 	ctx := t.Context()
-	kv := startBucket(t, 0)
-	w, r := NewWriter(kv), NewReader(kv)
+	js, kv := startBucket(t, 0)
+	w, r := NewWriter(js, kv), NewReader(kv)
 	for _, o := range objects {
 		if err := w.Put(ctx, o); err != nil {
 			t.Fatalf("Put(): %v", err)
@@ -477,8 +519,8 @@ func TestList(t *testing.T) {
 // managedFields, and that a default Reader keeps them.
 func TestWithoutManagedFields(t *testing.T) {
 	ctx := t.Context()
-	kv := startBucket(t, 0)
-	w := NewWriter(kv)
+	js, kv := startBucket(t, 0)
+	w := NewWriter(js, kv)
 	o := widget("ns-a", "w1", "1", map[string]string{"tier": "gold"})
 	o.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "loom-renderer", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "example.org/v1", FieldsType: "FieldsV1"}})
 	if err := w.Put(ctx, o); err != nil {

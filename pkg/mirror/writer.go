@@ -28,9 +28,10 @@ const (
 )
 
 // A Writer writes objects into the mirror. The watcher is its one user. Its
-// methods are safe for concurrent use; each blocks until JetStream stored
-// the change (or failed to).
+// methods are safe for concurrent use; each but Send blocks until JetStream
+// stored the change (or failed to).
 type Writer struct {
+	js       jetstream.JetStream
 	kv       jetstream.KeyValue
 	writes   metric.Int64Counter
 	duration metric.Float64Histogram
@@ -38,16 +39,17 @@ type Writer struct {
 	opAttrs  *telemetry.Attrs
 }
 
-// NewWriter returns a Writer of the bucket kv (see EnsureBucket).
-func NewWriter(kv jetstream.KeyValue) *Writer {
+// NewWriter returns a Writer of the bucket kv (see EnsureBucket), which js
+// reaches: Send publishes to the bucket's stream through js.
+func NewWriter(js jetstream.JetStream, kv jetstream.KeyValue) *Writer {
 	// Instrument creation fails only for invalid names, a constant here; a
 	// failed instrument is a no-op one.
 	c, _ := otel.Meter("github.com/loomxr/loom/pkg/mirror").Int64Counter("loom.mirror.writes",
 		metric.WithDescription("Writes to the object mirror, by operation (put, purge, reconcile: a purge of a key whose object is gone, too_large: a purge of an object too large to mirror) and outcome (ok, error)."))
 	h, _ := otel.Meter("github.com/loomxr/loom/pkg/mirror").Float64Histogram("loom.mirror.write.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time a write to the object mirror took, until JetStream stored it, by operation (put, purge, reconcile, too_large). The watcher publishes an event only once its object is written."),
+		metric.WithDescription("Time a write to the object mirror took, until JetStream stored it, by operation (put, purge, reconcile, too_large); for a put sent without waiting (Send), until its answer was taken. The watcher publishes an event only once its object is written."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
-	return &Writer{kv: kv, writes: c, duration: h, attrs: telemetry.NewAttrs(nil, "op", "outcome"), opAttrs: telemetry.NewAttrs(nil, "op")}
+	return &Writer{js: js, kv: kv, writes: c, duration: h, attrs: telemetry.NewAttrs(nil, "op", "outcome"), opAttrs: telemetry.NewAttrs(nil, "op")}
 }
 
 // Put writes obj, as JSON (package objjson), under its key, replacing what the key held. It is
@@ -89,6 +91,76 @@ func (w *Writer) put(ctx context.Context, k Key, data []byte) error {
 	w.count(ctx, opPut, err)
 	if err != nil {
 		return fmt.Errorf("cannot mirror %s %s: %w", k.Kind, k.Name, err)
+	}
+	return nil
+}
+
+// Send is PutJSON that returns once the write is sent, before JetStream
+// answers: Wait on the returned Pending tells how it ended. Writes sent one
+// after another (by Send, or by Put, PutJSON and Delete once they return)
+// are stored in that order, for Send never resends: a write whose answer
+// is lost or negative fails, and the caller writes again if nothing newer
+// was sent since. An object too large for one NATS message is purged, as by
+// Put, before Send returns.
+func (w *Writer) Send(gk schema.GroupKind, namespace, name string, data []byte) Pending {
+	if !Mirrored(gk) {
+		return done{fmt.Errorf("cannot mirror %s %s: %w", gk.Kind, name, ErrSecret)}
+	}
+	k := KeyOf(gk, namespace, name)
+	start := time.Now()
+	// The key subject as the bucket's own Put publishes to it.
+	msg := &nats.Msg{Subject: "$KV." + w.kv.Bucket() + "." + k.String(), Data: data}
+	f, err := w.js.PublishMsgAsync(msg, jetstream.WithRetryAttempts(0))
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return done{w.purge(context.Background(), opTooLarge, k)}
+	case err != nil:
+		w.count(context.Background(), opPut, err)
+		return done{fmt.Errorf("cannot mirror %s %s: %w", k.Kind, k.Name, err)}
+	}
+	return &sent{w: w, k: k, f: f, start: start}
+}
+
+// A Pending is a write sent to the mirror whose answer may not have come.
+type Pending interface {
+	// Wait waits for the answer to the write, at most sendTimeout, and
+	// returns nil if JetStream stored it. It is called once.
+	Wait(ctx context.Context) error
+}
+
+// sendTimeout is how long a sent write's answer may take before the
+// write counts as failed; as long as a JetStream request's default.
+const sendTimeout = 5 * time.Second
+
+// done is a Pending answered before it was sent.
+type done struct{ err error }
+
+func (d done) Wait(context.Context) error { return d.err }
+
+// sent is a Pending JetStream has yet to answer.
+type sent struct {
+	w     *Writer
+	k     Key
+	f     jetstream.PubAckFuture
+	start time.Time
+}
+
+func (s *sent) Wait(ctx context.Context) error {
+	t := time.NewTimer(sendTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case <-s.f.Ok():
+	case err = <-s.f.Err():
+	case <-t.C:
+		err = errors.New("no answer from JetStream in time")
+	case <-ctx.Done():
+		return fmt.Errorf("cannot mirror %s %s: %w", s.k.Kind, s.k.Name, ctx.Err())
+	}
+	s.w.observe(ctx, opPut, s.start)
+	s.w.count(ctx, opPut, err)
+	if err != nil {
+		return fmt.Errorf("cannot mirror %s %s: %w", s.k.Kind, s.k.Name, err)
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func (f *flags) run(ctx context.Context, rt *service.Runtime) error {
 		if err != nil {
 			return err
 		}
-		opts = append(opts, watch.WithMirror(mirror.NewWriter(mkv)))
+		opts = append(opts, watch.WithMirror(mirror.NewWriter(b.JS, mkv)))
 	}
 	wt := watch.New(kc.Dynamic, kc.Metadata, kc.Discovery, b.Publisher, opts...)
 	w.Store(wt)

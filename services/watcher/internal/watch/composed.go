@@ -111,7 +111,8 @@ func (w *Watcher) awaitComposed(m object.Meta, typ eventsv1.EventType, u *unstru
 
 // composedArrived publishes the held change of XR xr, if any, once the
 // watcher has mirrored every composed resource it waits for. It runs after
-// the arriving resource's mirror write, under the lock awaitComposed checks
+// the arriving resource's mirror write is answered (until then the resource
+// counts as unmirrored), under the lock awaitComposed checks
 // under, so that no arrival is missed: a resource awaitComposed found
 // mirrored was taken to the mirror before the check, and one it did not
 // brings its own composedArrived after the check.

@@ -67,6 +67,10 @@ func (w *Watcher) onDelete(s *source, obj any) {
 // before the change (the zero Meta for a creation seen live), from which
 // the watcher tells who made the change and whether it touched only the
 // status, so that fewer services may need to hear of it; nil when unknown.
+//
+// For a mirrored source it returns once the write is sent; the source's
+// pipeline finishes the change (see finish) when the write is answered,
+// after the changes that came before it.
 func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish bool, old *object.Meta) {
 	m, err := object.MetaOf(s.gvk, obj)
 	if err != nil {
@@ -79,11 +83,25 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 
 	w.observe(s, roles, typ, m, obj)
 
-	// The mirror first: a worker that hears of the change must find it there.
-	full, ok := w.writeMirror(s, typ, m)
-	if !ok {
+	if !s.spec.full {
+		w.finish(s, roles, typ, m, obj, publish, old, nil)
 		return
 	}
+	// The mirror first: a worker that hears of the change must find it there.
+	wr := w.sendMirror(s, typ, m)
+	if wr == nil {
+		return
+	}
+	s.pipe.add(func() {
+		if full, ok := w.finishMirror(s, m, wr); ok {
+			w.finish(s, roles, typ, m, obj, publish, old, full)
+		}
+	})
+}
+
+// finish publishes a change once its object is in the mirror: full is the
+// object written (nil for a deletion, or a source that does not mirror).
+func (w *Watcher) finish(s *source, roles route.Role, typ eventsv1.EventType, m object.Meta, obj any, publish bool, old *object.Meta, full *unstructured.Unstructured) {
 	refs := w.references(roles, typ, m, old, full)
 	if roles&route.RoleComposed != 0 && m.Controller != nil && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
 		w.composedArrived(m.Controller.UID)

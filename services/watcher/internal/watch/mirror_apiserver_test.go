@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,7 +61,7 @@ spec:
 	c.create(t, gvrNS, `{apiVersion: v1, kind: Namespace, metadata: {name: team-a}}`)
 
 	pub := &mirrorChecker{r: r}
-	stop := runMirroring(t, dyn, md, disc, pub, kv)
+	stop := runMirroring(t, dyn, md, disc, pub, mirror.NewWriter(js, kv))
 
 	const claimYAML = `{apiVersion: watch.test.loom.dev/v1, kind: Widget, metadata: {name: %s, namespace: team-a}, spec: {size: small}}`
 	t.Run("PutBeforePublish", func(t *testing.T) {
@@ -317,7 +316,7 @@ spec: {forProvider: {}}
 			t.Fatalf("Get(w2) with no watcher running = %s, %v; want the stale entry, Fresh", state, err)
 		}
 		listed := c.create(t, gvrClaim, fmt.Sprintf(claimYAML, "w3"))
-		runMirroring(t, dyn, md, disc, &mirrorChecker{r: r}, kv)
+		runMirroring(t, dyn, md, disc, &mirrorChecker{r: r}, mirror.NewWriter(js, kv))
 		if _, state, err := r.Get(ctx, gvkClaim, "team-a", "w2", ""); err != nil || state != mirror.Unknown {
 			t.Errorf("Get(w2) after the initial resync = %s, %v; want Unknown", state, err)
 		}
@@ -333,10 +332,10 @@ spec: {forProvider: {}}
 	})
 }
 
-// runMirroring runs a watcher that mirrors to kv until the returned stop is
+// runMirroring runs a watcher that mirrors through mw until the returned stop is
 // called or the test ends, and returns once the watcher is ready (its
 // initial resync is done).
-func runMirroring(t *testing.T, dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryInterface, pub Publisher, kv jetstream.KeyValue) (stop func()) {
+func runMirroring(t *testing.T, dyn dynamic.Interface, md metadata.Interface, disc discovery.DiscoveryInterface, pub Publisher, mw *mirror.Writer) (stop func()) {
 	t.Helper()
 	logs := io.Writer(io.Discard)
 	if testing.Verbose() {
@@ -344,7 +343,7 @@ func runMirroring(t *testing.T, dyn dynamic.Interface, md metadata.Interface, di
 	}
 	w := New(dyn, md, disc, pub,
 		WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
-		WithMirror(mirror.NewWriter(kv)),
+		WithMirror(mw),
 		WithResyncPeriod(0),
 		WithSyncTimeout(20*time.Second),
 	)

@@ -108,6 +108,13 @@ func (f *flakyMirror) PutJSON(ctx context.Context, gk schema.GroupKind, namespac
 	return f.Writer.PutJSON(ctx, gk, namespace, name, data)
 }
 
+func (f *flakyMirror) Send(gk schema.GroupKind, namespace, name string, data []byte) mirror.Pending {
+	if f.fail.Load() {
+		return done{errUnreachable}
+	}
+	return f.Writer.Send(gk, namespace, name, data)
+}
+
 // withheld returns the sum of the watcher's withheld-events counter.
 func withheld(t *testing.T, r *sdkmetric.ManualReader) int64 {
 	t.Helper()
@@ -153,27 +160,13 @@ func composedNop(name, rv string) *unstructured.Unstructured {
 // TestWatcherMirror runs it against a real one), NATS is real.
 func TestMirrorBeforePublish(t *testing.T) {
 	ctx := t.Context()
-	_, js := bustest.Connect(t, bustest.Run(t).URL())
-	kv, err := mirror.EnsureBucket(ctx, js, 1)
-	if err != nil {
-		t.Fatalf("EnsureBucket(): %v", err)
-	}
-	flaky := &flakyMirror{Writer: mirror.NewWriter(kv)}
-	pub := &mirrorChecker{r: mirror.NewReader(kv)}
-	metrics := sdkmetric.NewManualReader()
-
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{gvrNop: "NopResourceList"}, composedNop("a", "1"))
-	w := New(client, nil, nil, pub,
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		WithMirror(flaky),
-		WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics))))
-	w.ctx = ctx
-	w.live.Store(true)
-	w.mu.Lock()
-	w.start(gvkNop, route.RoleComposed, spec{gvr: gvrNop, full: true}, nil)
-	w.mu.Unlock()
-	t.Cleanup(w.stopAll)
+	var flaky *flakyMirror
+	mw := runNopMirroring(t, func(w *mirror.Writer) Mirror {
+		flaky = &flakyMirror{Writer: w}
+		return flaky
+	}, composedNop("a", "1"))
+	pub, kv, metrics, client := mw.pub, mw.kv, mw.metrics, mw.client
+	w := mw.w
 
 	nops := client.Resource(gvrNop)
 	pub.expect(t, 0, want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: "a-uid"})
@@ -223,6 +216,45 @@ func TestMirrorBeforePublish(t *testing.T) {
 	if diff := cmp.Diff([]string{"nop_crossplane_io.NopResource._.b"}, mirrorKeys(t, kv)); diff != "" {
 		t.Errorf("mirror keys: -want, +got:\n%s", diff)
 	}
+}
+
+// nopMirroring is a watcher that mirrors NopResources, watched as composed
+// resources, from a fake API server to a real JetStream bucket, and
+// publishes to a mirrorChecker.
+type nopMirroring struct {
+	w       *Watcher
+	pub     *mirrorChecker
+	kv      jetstream.KeyValue
+	metrics *sdkmetric.ManualReader
+	client  *dynamicfake.FakeDynamicClient
+}
+
+// runNopMirroring starts a nopMirroring whose mirror wrap makes of the real
+// writer, with objs on the API server, until the test ends.
+func runNopMirroring(t *testing.T, wrap func(*mirror.Writer) Mirror, objs ...runtime.Object) nopMirroring {
+	t.Helper()
+	ctx := t.Context()
+	_, js := bustest.Connect(t, bustest.Run(t).URL())
+	kv, err := mirror.EnsureBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatalf("EnsureBucket(): %v", err)
+	}
+	m := wrap(mirror.NewWriter(js, kv))
+	pub := &mirrorChecker{r: mirror.NewReader(kv)}
+	metrics := sdkmetric.NewManualReader()
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gvrNop: "NopResourceList"}, objs...)
+	w := New(client, nil, nil, pub,
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		WithMirror(m),
+		WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics))))
+	w.ctx = ctx
+	w.live.Store(true)
+	w.mu.Lock()
+	w.start(gvkNop, route.RoleComposed, spec{gvr: gvrNop, full: true}, nil)
+	w.mu.Unlock()
+	t.Cleanup(w.stopAll)
+	return nopMirroring{w: w, pub: pub, kv: kv, metrics: metrics, client: client}
 }
 
 // mirrorKeys returns the mirror's keys.

@@ -61,11 +61,16 @@ type source struct {
 	refused atomic.Bool
 	// mirror holds what a mirrored source has yet to write (see mirror.go).
 	mirror mirrorState
+	// pipe finishes the changes of a mirrored source whose writes are sent.
+	pipe *pipeline
 }
 
-// synced reports whether the source's handler saw the initial list, or the
-// list was refused.
-func (s *source) synced() bool { return s.handler.HasSynced() || s.refused.Load() }
+// synced reports whether the source's handler saw the initial list and
+// finished every change it started (their mirror writes are answered), or
+// the list was refused.
+func (s *source) synced() bool {
+	return (s.handler.HasSynced() && s.pipe.idle()) || s.refused.Load()
+}
 
 // shapeOf returns the spec fields the roles need.
 func shapeOf(r route.Role) object.Shape {
@@ -256,7 +261,7 @@ func (w *Watcher) start(gvk schema.GroupVersionKind, roles route.Role, sp spec, 
 	} else {
 		inf = metadatainformer.NewFilteredMetadataInformer(w.metadata, sp.gvr, metav1.NamespaceAll, 0, indexers, tweak).Informer()
 	}
-	s := &source{gvk: gvk, spec: sp, roles: roles, informer: inf}
+	s := &source{gvk: gvk, spec: sp, roles: roles, informer: inf, pipe: newPipeline()}
 	if known != nil {
 		s.known.Store(&known)
 	}
