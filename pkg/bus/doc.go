@@ -59,8 +59,11 @@
 // room for: when the event's lane already holds WithLookahead waiting
 // targets and the event's tenant holds its share of them or more, a copy
 // goes to the overflow lane (starting at delivery 1) and the event is
-// acknowledged, so that the lane reads on past one tenant's backlog to
-// other tenants' events however long that backlog is. Only workers publish
+// acknowledged once the copy is stored, so that the lane reads on past one
+// tenant's backlog to other tenants' events however long that backlog is.
+// The lane does not wait for each copy to be stored (up to 256 moves of a
+// partition wait for JetStream's answer at a time); an event whose copy
+// fails is given back, and waits for room when it comes again. Only workers publish
 // there; an event is moved at most once (the overflow lane moves nothing
 // on, and an event delivered again is never moved). A moved request waits
 // in the scheduler's urgent lane if its event is urgent

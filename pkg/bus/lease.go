@@ -39,6 +39,9 @@ type lease struct {
 	// holds one token (WithLookahead). The urgent and normal lanes have as
 	// much spare room again, for tenants under their share (see takeRoom).
 	room [rooms]chan struct{}
+	// moving bounds the moves to the overflow lane awaiting JetStream's
+	// answer (maxMoving).
+	moving chan struct{}
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -71,6 +74,7 @@ func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
 		targets:  map[string]*target{},
 		timers:   map[string]int64{},
 		held:     [2]map[string]int{{}, {}},
+		moving:   make(chan struct{}, maxMoving),
 	}
 	for i := range l.room {
 		l.room[i] = make(chan struct{}, w.lookahead)

@@ -147,15 +147,55 @@ func copyMsg(pm *pending, subject string) *nats.Msg {
 }
 
 // overflow moves pm, from the urgent or normal lane, to the overflow lane
-// of its target: it publishes a copy there and acknowledges pm once the copy is
-// stored (a copy starts at delivery 1). It reports false, with pm
-// untouched, if the copy could not be published.
+// of its target: it publishes a copy there (a copy starts at delivery 1)
+// and returns without waiting for JetStream's answer, so that a lane moving
+// a tenant's backlog reads on at the pace of the network rather than one
+// round trip per event; pm is acknowledged once the copy is stored (see
+// moved). It reports false, with pm untouched, if the copy could not be
+// sent, or the partition stops taking work while maxMoving moves wait.
 func (l *lease) overflow(pm *pending) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
-	defer cancel()
-	if _, err := l.w.js.PublishMsg(ctx, copyMsg(pm, overflowSubject(pm.msg.Subject()))); err != nil {
-		l.logFor(pm).Debug("cannot move event to the overflow lane; it waits for room in the normal lane", "error", err)
+	select {
+	case l.moving <- struct{}{}:
+	case <-l.quit:
 		return false
+	}
+	// Not resent by the client: a copy resent late could replace a newer
+	// copy for the same target in the stream.
+	f, err := l.w.js.PublishMsgAsync(copyMsg(pm, overflowSubject(pm.msg.Subject())), jetstream.WithRetryAttempts(0))
+	if err != nil {
+		<-l.moving
+		l.logFor(pm).Debug("cannot move event to the overflow lane; it waits for room in its lane", "error", err)
+		return false
+	}
+	l.handlers.Add(1)
+	go l.moved(pm, f)
+	return true
+}
+
+// maxMoving is how many moves to the overflow lane a lease may have sent
+// and not yet seen stored.
+const maxMoving = 256
+
+// moved settles a move once JetStream answers for its copy: pm is
+// acknowledged when the copy is stored, and given back otherwise, to come
+// again as a redelivery, which waits for room in its lane (a redelivered
+// event is never moved).
+func (l *lease) moved(pm *pending, f jetstream.PubAckFuture) {
+	defer l.handlers.Done()
+	defer func() { <-l.moving }()
+	timeout := time.NewTimer(kvTimeout)
+	defer timeout.Stop()
+	var err error
+	select {
+	case <-f.Ok():
+	case err = <-f.Err():
+	case <-timeout.C:
+		err = errors.New("no answer from JetStream in time")
+	}
+	if err != nil {
+		l.logFor(pm).Debug("cannot move event to the overflow lane; it comes again and waits for room in its lane", "error", err)
+		_ = pm.msg.Nak()
+		return
 	}
 	_ = pm.msg.Ack()
 	from := laneNormal
@@ -163,7 +203,6 @@ func (l *lease) overflow(pm *pending) bool {
 		from = laneUrgent
 	}
 	l.w.metrics.overflowed(l.w.service, pm.req.Target.GetKind(), from)
-	return true
 }
 
 // timerBy reports whether a requeue copy this lease published for the

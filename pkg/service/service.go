@@ -319,6 +319,7 @@ func New(name string, cfg Config, logOut io.Writer) (*Runtime, error) {
 		return nil, err
 	}
 	rc.UserAgent = "loom-" + name + "/" + cfg.ReplicaID
+	rc.WarningHandlerWithContext = &warnOnce{log: log}
 	rc.Wrap(telemetry.WrapTransport)
 	rt.REST = rc
 

@@ -358,6 +358,8 @@ type pipeline struct {
 	mu      sync.Mutex
 	steps   []func()
 	running bool
+	// nAdded and nFinished count the steps given and run.
+	nAdded, nFinished uint64
 }
 
 func newPipeline() *pipeline {
@@ -369,6 +371,7 @@ func (p *pipeline) add(step func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.steps = append(p.steps, step)
+	p.nAdded++
 	if !p.running {
 		p.running = true
 		go p.run()
@@ -377,32 +380,41 @@ func (p *pipeline) add(step func()) {
 
 // run runs the queued steps in order until none is left.
 func (p *pipeline) run() {
-	for {
-		p.mu.Lock()
-		if len(p.steps) == 0 {
-			p.running = false
-			p.steps = nil
-			p.mu.Unlock()
-			return
-		}
+	p.mu.Lock()
+	for len(p.steps) > 0 {
 		step := p.steps[0]
 		p.steps[0] = nil
 		p.steps = p.steps[1:]
 		p.mu.Unlock()
 		step()
 		<-p.slots
+		p.mu.Lock()
+		p.nFinished++
 	}
+	p.running = false
+	p.steps = nil
+	p.mu.Unlock()
 }
 
-// idle reports whether no change waits in the pipeline; a source that does
+// added returns how many steps the pipeline was given; a source that does
 // not mirror has none.
-func (p *pipeline) idle() bool {
+func (p *pipeline) added() uint64 {
 	if p == nil {
-		return true
+		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.running
+	return p.nAdded
+}
+
+// finished returns how many steps have run.
+func (p *pipeline) finished() uint64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nFinished
 }
 
 // resyncMirror writes again the objects whose last write failed (those still

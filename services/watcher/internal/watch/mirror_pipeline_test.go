@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -104,15 +105,33 @@ func TestMirrorPipeline(t *testing.T) {
 	ctx := t.Context()
 	var gm *gatedMirror
 	var open func()
+	const listed = 3
+	var initial []runtime.Object
+	for i := range listed {
+		initial = append(initial, nopAt(fmt.Sprintf("l%d", i), "1"))
+	}
 	mw := runNopMirroring(t, func(w *mirror.Writer) Mirror {
 		gm = &gatedMirror{Writer: w}
 		open = gm.hold()
 		return gm
-	})
+	}, initial...)
 	pub, kv, metrics, client := mw.pub, mw.kv, mw.metrics, mw.client
 	mw.w.mu.RLock()
 	s := mw.w.sources[gvkNop]
 	mw.w.mu.RUnlock()
+
+	// The source is not synced until the initial list's writes are
+	// answered and its changes finished.
+	poll.Until(t, 10*time.Second, func() error {
+		if got := gm.sent(); got != listed {
+			return fmt.Errorf("%d writes sent while none was answered, want %d", got, listed)
+		}
+		return nil
+	})
+	if s.synced() {
+		t.Errorf("source reports synced while the %d listed objects' writes wait for their answers", listed)
+	}
+	open()
 	poll.Until(t, 10*time.Second, func() error {
 		if !s.synced() {
 			return fmt.Errorf("not synced")
@@ -123,6 +142,8 @@ func TestMirrorPipeline(t *testing.T) {
 	// Twenty creations are all sent while no answer has come, and none is
 	// published before its answer.
 	const n = 20
+	from := pub.len()
+	open = gm.hold()
 	nops := client.Resource(gvrNop)
 	for i := range n {
 		if _, err := nops.Create(ctx, nopAt(fmt.Sprintf("n%02d", i), "1"), metav1.CreateOptions{}); err != nil {
@@ -130,26 +151,23 @@ func TestMirrorPipeline(t *testing.T) {
 		}
 	}
 	poll.Until(t, 10*time.Second, func() error {
-		if got := gm.sent(); got != n {
-			return fmt.Errorf("%d writes sent while none was answered, want %d", got, n)
+		if got := gm.sent(); got != listed+n {
+			return fmt.Errorf("%d writes sent while none was answered, want %d", got-listed, n)
 		}
 		return nil
 	})
-	if got := pub.len(); got != 0 {
-		t.Fatalf("%d events published before any mirror write was answered:\n%s", got, dump(pub.since(0)))
-	}
-	if s.synced() {
-		t.Errorf("source reports synced while %d changes wait for their writes", n)
+	if got := pub.len() - from; got != 0 {
+		t.Fatalf("%d events published before any mirror write was answered:\n%s", got, dump(pub.since(from)))
 	}
 	open()
 	var wants []want
 	for i := range n {
 		wants = append(wants, want{service: route.Renderer, typ: eventsv1.EventType_EVENT_TYPE_ADDED, object: types.UID(fmt.Sprintf("n%02d-uid", i))})
 	}
-	pub.expect(t, 0, wants...)
+	pub.expect(t, from, wants...)
 	pub.checkMirrored(t)
 	var order []string
-	for _, p := range pub.since(0) {
+	for _, p := range pub.since(from) {
 		if name := p.ev.GetObject().GetName(); len(order) == 0 || order[len(order)-1] != name {
 			order = append(order, name)
 		}
@@ -166,8 +184,8 @@ func TestMirrorPipeline(t *testing.T) {
 	// Two changes of one object: the first write is lost, the second is
 	// stored. The first is not sent again (it would put version 2 over
 	// version 3); its change is withheld.
-	from := pub.len()
-	open = gm.hold(n + 1)
+	from = pub.len()
+	open = gm.hold(listed + n + 1)
 	if _, err := nops.Update(ctx, nopAt("n00", "2"), metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("cannot update n00: %v", err)
 	}
@@ -175,8 +193,8 @@ func TestMirrorPipeline(t *testing.T) {
 		t.Fatalf("cannot update n00: %v", err)
 	}
 	poll.Until(t, 10*time.Second, func() error {
-		if got := gm.sent(); got != n+2 {
-			return fmt.Errorf("%d writes sent, want %d", got, n+2)
+		if got := gm.sent(); got != listed+n+2 {
+			return fmt.Errorf("%d writes sent, want %d", got, listed+n+2)
 		}
 		return nil
 	})
@@ -204,7 +222,7 @@ func TestMirrorPipeline(t *testing.T) {
 	// A lost write that is the object's last is sent again at once, and its
 	// change is published.
 	from = pub.len()
-	open = gm.hold(n + 3)
+	open = gm.hold(listed + n + 3)
 	open()
 	if _, err := nops.Update(ctx, nopAt("n00", "4"), metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("cannot update n00: %v", err)

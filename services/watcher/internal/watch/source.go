@@ -63,13 +63,26 @@ type source struct {
 	mirror mirrorState
 	// pipe finishes the changes of a mirrored source whose writes are sent.
 	pipe *pipeline
+	// listed is one more than the number of steps the pipeline had been
+	// given once the initial list was through; 0 until synced first saw it
+	// through.
+	listed atomic.Uint64
 }
 
 // synced reports whether the source's handler saw the initial list and
-// finished every change it started (their mirror writes are answered), or
-// the list was refused.
+// finished the changes of it (their mirror writes are answered), or the
+// list was refused. Changes that came after the list may still wait.
 func (s *source) synced() bool {
-	return (s.handler.HasSynced() && s.pipe.idle()) || s.refused.Load()
+	if s.refused.Load() {
+		return true
+	}
+	if !s.handler.HasSynced() {
+		return false
+	}
+	// The handler saw the whole list before HasSynced turned true, so the
+	// steps added by now include every one of the list's.
+	s.listed.CompareAndSwap(0, s.pipe.added()+1)
+	return s.pipe.finished() >= s.listed.Load()-1
 }
 
 // shapeOf returns the spec fields the roles need.
