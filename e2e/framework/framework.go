@@ -248,15 +248,24 @@ func (e *Env) deleteAll(t testing.TB, objs []*unstructured.Unstructured) {
 	}
 }
 
+// discoveryWait is how long Resource waits for the API server's discovery
+// to serve a kind it does not know.
+const discoveryWait = 10 * time.Second
+
 // Resource returns the dynamic client for o's kind, in o's namespace when
 // the kind is namespaced.
 func (e *Env) Resource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 	gvk := o.GroupVersionKind()
 	m, err := e.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		// A kind defined after the mapper last looked.
+	for deadline := time.Now().Add(discoveryWait); meta.IsNoMatchError(err); {
+		// A kind defined after the mapper last looked: the API server's
+		// discovery serves a CustomResourceDefinition a moment after it
+		// is Established, so look again for a while.
 		meta.MaybeResetRESTMapper(e.Mapper)
-		m, err = e.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if m, err = e.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); !meta.IsNoMatchError(err) || time.Now().After(deadline) {
+			break
+		}
+		<-time.After(200 * time.Millisecond)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot map %s to a resource: %w", gvk, err)
