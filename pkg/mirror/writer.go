@@ -132,7 +132,10 @@ type Pending interface {
 // write counts as failed; as long as a JetStream request's default.
 const sendTimeout = 5 * time.Second
 
-// done is a Pending answered before it was sent.
+// Done returns a Pending already answered with err: a write that ended
+// before it was sent (a refused key, a synchronous purge, an encoding error).
+func Done(err error) Pending { return done{err} }
+
 type done struct{ err error }
 
 func (d done) Wait(context.Context) error { return d.err }

@@ -263,12 +263,12 @@ func (w *Watcher) sendMirror(s *source, typ eventsv1.EventType, m object.Meta) *
 	wr := &mirrorWrite{seq: s.markSent(m.UID)}
 	if typ == eventsv1.EventType_EVENT_TYPE_DELETED {
 		s.takeFull(m.UID, m.ResourceVersion)
-		wr.pending = done{w.mirror.Delete(w.ctx, m.GVK.GroupKind(), m.Namespace, m.Name)}
+		wr.pending = mirror.Done(w.mirror.Delete(w.ctx, m.GVK.GroupKind(), m.Namespace, m.Name))
 		return wr
 	}
 	wr.full, wr.data = s.takeFull(m.UID, m.ResourceVersion)
 	if wr.full == nil {
-		wr.pending = done{errNoFull}
+		wr.pending = mirror.Done(errNoFull)
 		return wr
 	}
 	if wr.data == nil {
@@ -281,7 +281,7 @@ func (w *Watcher) sendMirror(s *source, typ eventsv1.EventType, m object.Meta) *
 		}
 		data, err := objjson.Append(make([]byte, 0, 4096), wr.full.Object)
 		if err != nil {
-			wr.pending = done{fmt.Errorf("cannot encode %s %s: %w", m.GVK.Kind, keyOf(m.Namespace, m.Name), err)}
+			wr.pending = mirror.Done(fmt.Errorf("cannot encode %s %s: %w", m.GVK.Kind, keyOf(m.Namespace, m.Name), err))
 			return wr
 		}
 		wr.data = data
@@ -303,11 +303,6 @@ func (s *source) markSent(uid types.UID) uint64 {
 	delete(s.mirror.failed, uid)
 	return s.mirror.seq
 }
-
-// done is a mirror write answered before it was sent.
-type done struct{ err error }
-
-func (d done) Wait(context.Context) error { return d.err }
 
 // finishMirror waits for the answer to a change's write and reports whether
 // events that name m may be published: not when the write failed, so that
@@ -396,25 +391,15 @@ func (p *pipeline) run() {
 	p.mu.Unlock()
 }
 
-// added returns how many steps the pipeline was given; a source that does
-// not mirror has none.
-func (p *pipeline) added() uint64 {
+// counts returns how many steps the pipeline was given and how many have
+// run, read together; a source that does not mirror has none.
+func (p *pipeline) counts() (added, finished uint64) {
 	if p == nil {
-		return 0
+		return 0, 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.nAdded
-}
-
-// finished returns how many steps have run.
-func (p *pipeline) finished() uint64 {
-	if p == nil {
-		return 0
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nFinished
+	return p.nAdded, p.nFinished
 }
 
 // resyncMirror writes again the objects whose last write failed (those still

@@ -110,7 +110,7 @@ func (f *flakyMirror) PutJSON(ctx context.Context, gk schema.GroupKind, namespac
 
 func (f *flakyMirror) Send(gk schema.GroupKind, namespace, name string, data []byte) mirror.Pending {
 	if f.fail.Load() {
-		return done{errUnreachable}
+		return mirror.Done(errUnreachable)
 	}
 	return f.Writer.Send(gk, namespace, name, data)
 }

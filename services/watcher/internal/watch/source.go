@@ -81,8 +81,9 @@ func (s *source) synced() bool {
 	}
 	// The handler saw the whole list before HasSynced turned true, so the
 	// steps added by now include every one of the list's.
-	s.listed.CompareAndSwap(0, s.pipe.added()+1)
-	return s.pipe.finished() >= s.listed.Load()-1
+	added, finished := s.pipe.counts()
+	s.listed.CompareAndSwap(0, added+1)
+	return finished >= s.listed.Load()-1
 }
 
 // shapeOf returns the spec fields the roles need.
