@@ -177,6 +177,12 @@ func (l *lease) onMsg(msg jetstream.Msg) {
 	if !nb.IsZero() {
 		stamp = nb.UnixNano()
 	}
+	if l.isMoot(msg.Subject(), stamp) {
+		// A later run of the target asked for no requeue.
+		_ = msg.Ack()
+		w.metrics.coalesced(w.service, 1)
+		return
+	}
 	l.arrived(msg.Subject(), stamp, nb.IsZero() || wait <= 0)
 	if !nb.IsZero() {
 		if wait > 0 {
@@ -672,6 +678,9 @@ func (l *lease) handle(t *target, pm *pending, p pool) {
 			_ = next.msg.Nak()
 		}
 		l.settle(pm, res, err, d)
+		if err == nil && res.IsZero() {
+			l.endTimers(pm.msg.Subject())
+		}
 		w.sched.release(p)
 		l.handlers.Done()
 		return

@@ -214,7 +214,12 @@
 //     No copy is published where one this lease published in another lane
 //     of the target is still in the stream and comes back no later (within
 //     a tenth of the delay, at most a second): a handler that waits for one
-//     deadline whatever lane's event it handles keeps one timer.
+//     deadline whatever lane's event it handles keeps one timer. A later
+//     run of the target that succeeds asking for no requeue makes the copies
+//     this lease published before it moot: each is acked when it comes,
+//     without a run (loom.bus.events.coalesced). The newest run's result is
+//     the one that holds, as when a newer event supersedes a run and its
+//     requeue is dropped. Copies that hand a result over are never moot.
 //   - Result.Wait (no error): the target is held in memory with its newest
 //     event unsettled (InProgress heartbeats), holding no slot and no
 //     look-ahead room, until the channel is closed or RequeueAfter has

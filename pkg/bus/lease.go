@@ -54,6 +54,10 @@ type lease struct {
 	// copies this lease published, or is publishing, that are still in the
 	// stream as far as it knows, by subject (see requeue).
 	timers map[string]int64
+	// moot are the not-before stamps of requeue copies still in the
+	// stream that a later run of their target made moot (see endTimers),
+	// by subject: each is acknowledged without a run when it comes.
+	moot map[string]int64
 }
 
 func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
@@ -73,6 +77,7 @@ func newLease(w *Worker, p int, rev uint64, sent time.Time, batch int) *lease {
 		done:     make(chan struct{}),
 		targets:  map[string]*target{},
 		timers:   map[string]int64{},
+		moot:     map[string]int64{},
 		held:     [2]map[string]int{{}, {}},
 		moving:   make(chan struct{}, maxMoving),
 	}

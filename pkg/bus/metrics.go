@@ -62,7 +62,7 @@ func newMetrics() *metrics {
 		metric.WithDescription("Duration of one handler call, by service, target kind and outcome."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	coa, _ := m.Int64Counter("loom.bus.events.coalesced",
-		metric.WithDescription("Events folded into the handling of a newer event for the same target."))
+		metric.WithDescription("Events folded into the handling of a newer event for the same target, and requeues made moot by a later run of their target."))
 	dlq, _ := m.Int64Counter("loom.bus.dead_letters",
 		metric.WithDescription("Events dead-lettered, by service and target kind."))
 	red, _ := m.Int64Counter("loom.bus.redeliveries",

@@ -209,16 +209,56 @@ func (l *lease) moved(pm *pending, f jetstream.PubAckFuture) {
 // target of a work subject, in any of its lanes, is still in the stream and
 // comes back by at (Unix nanoseconds).
 func (l *lease) timerBy(subject string, at int64) bool {
-	base := subject
-	for _, suffix := range [...]string{"." + urgentToken, "." + resyncToken, "." + overflowToken, handOverSuffix} {
-		base = strings.TrimSuffix(base, suffix)
-	}
+	base := baseSubject(subject)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken, base + "." + overflowToken, base + handOverSuffix, overflowSubject(base + handOverSuffix)} {
 		if t, ok := l.timers[s]; ok && t <= at {
 			return true
 		}
+	}
+	return false
+}
+
+// baseSubject is the work subject of the target of a subject of any lane.
+func baseSubject(subject string) string {
+	base := subject
+	for _, suffix := range [...]string{"." + urgentToken, "." + resyncToken, "." + overflowToken, handOverSuffix} {
+		base = strings.TrimSuffix(base, suffix)
+	}
+	return base
+}
+
+// endTimers makes moot the requeue copies of the target of subject that
+// this lease published before a run of the target that has just succeeded
+// asking for no requeue: that run saw newer state than the runs that asked
+// for them, and the newest run's result is the one that holds (as when a
+// newer event supersedes a run, whose requeue is dropped). A moot copy is
+// acknowledged when it comes, without a run. Copies that hand a result over
+// are not made moot: theirs is news no other event repeats.
+func (l *lease) endTimers(subject string) {
+	base := baseSubject(subject)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken, base + "." + overflowToken} {
+		if t, ok := l.timers[s]; ok {
+			delete(l.timers, s)
+			l.moot[s] = t
+		}
+	}
+}
+
+// isMoot reports whether a message of subject stamped notBefore (Unix
+// nanoseconds; 0 for none) is a requeue copy made moot, and forgets it.
+func (l *lease) isMoot(subject string, notBefore int64) bool {
+	if notBefore == 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.moot[subject]; ok && t == notBefore {
+		delete(l.moot, subject)
+		return true
 	}
 	return false
 }
@@ -236,6 +276,10 @@ func (l *lease) arrived(subject string, notBefore int64, due bool) {
 	defer l.mu.Unlock()
 	if t, ok := l.timers[subject]; ok && (t != notBefore || due) {
 		delete(l.timers, subject)
+	}
+	if t, ok := l.moot[subject]; ok && t != notBefore {
+		// Another message replaced the moot copy in the stream.
+		delete(l.moot, subject)
 	}
 }
 

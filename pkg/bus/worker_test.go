@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -569,14 +570,7 @@ func TestRequeueOneTimerPerTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first run's copy replaced its event in the stream.
-	poll.True(t, 10*time.Second, "the first run's copy", func() bool {
-		s, err := h.js.Stream(t.Context(), bus.StreamName(bus.Renderer))
-		if err != nil {
-			t.Fatalf("cannot read stream: %v", err)
-		}
-		m, err := s.GetLastMsgForSubject(t.Context(), bus.WorkSubject(bus.Renderer, h.cfg.Partitions, uid(3)))
-		return err == nil && m.Header.Get(bus.HeaderNotBefore) != ""
-	})
+	waitForCopy(t, h, uid(3))
 	if err := pub.Publish(t.Context(), bus.Renderer, urgent(event(uid(3), 2))); err != nil {
 		t.Fatal(err)
 	}
@@ -594,6 +588,73 @@ func TestRequeueOneTimerPerTarget(t *testing.T) {
 	time.Sleep(wait)
 	if c, _ := counts(); c != 3 {
 		t.Errorf("%d runs; want 3 (the event, the urgent event, the one copy)", c)
+	}
+}
+
+// waitForCopy waits until a requeue copy of the renderer's event for
+// target u is the last message of its normal lane.
+func waitForCopy(t *testing.T, h *harness, u string) {
+	t.Helper()
+	poll.True(t, 10*time.Second, "the first run's copy", func() bool {
+		s, err := h.js.Stream(t.Context(), bus.StreamName(bus.Renderer))
+		if err != nil {
+			t.Fatalf("cannot read stream: %v", err)
+		}
+		m, err := s.GetLastMsgForSubject(t.Context(), bus.WorkSubject(bus.Renderer, h.cfg.Partitions, u))
+		return err == nil && m.Header.Get(bus.HeaderNotBefore) != ""
+	})
+}
+
+// A run that succeeds asking for no requeue makes moot the copy an earlier
+// run of the target requeued: the copy is acked when it comes, without a
+// run, for the newer run saw newer state.
+func TestRequeueMadeMootByLaterRun(t *testing.T) {
+	h := newHarness(t, testConfig())
+	var (
+		mu  sync.Mutex
+		rvs []string
+	)
+	h.start(bus.Renderer, "r0", bus.HandlerFunc(func(ctx context.Context, r bus.Request) (bus.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		rvs = append(rvs, r.Event.GetResourceVersion())
+		if n := len(rvs); n == 1 || n == 3 {
+			// The first run of each of the two events below.
+			return bus.Result{RequeueAfter: time.Second}, nil
+		}
+		return bus.Result{}, nil
+	}))
+	runs := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(rvs)
+	}
+	pub := h.publisher()
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(4), 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitForCopy(t, h, uid(4))
+	if err := pub.Publish(t.Context(), bus.Renderer, urgent(event(uid(4), 2))); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, 10*time.Second, "the urgent run, with the copy still in the stream", func() bool {
+		return len(runs()) == 2 && h.workPending(bus.Renderer) == 1
+	})
+	poll.True(t, 10*time.Second, "the copy to come back and be acked", func() bool {
+		return h.workPending(bus.Renderer) == 0
+	})
+	if got := runs(); !slices.Equal(got, []string{"1", "2"}) {
+		t.Errorf("runs of resourceVersions %v; want [1 2] (the moot copy is not run)", got)
+	}
+	// A copy requeued after the later run is not moot: it runs.
+	if err := pub.Publish(t.Context(), bus.Renderer, event(uid(4), 3)); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, 10*time.Second, "the new event and its copy to run", func() bool {
+		return len(runs()) == 4 && h.workPending(bus.Renderer) == 0
+	})
+	if got := runs(); !slices.Equal(got, []string{"1", "2", "3", "3"}) {
+		t.Errorf("runs of resourceVersions %v; want [1 2 3 3]", got)
 	}
 }
 

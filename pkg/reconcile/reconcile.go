@@ -10,7 +10,10 @@
 //   - Result.Requeue or Result.RequeueAfter, nil error: handle the target
 //     again (after RequeueAfter, or after a short default delay), even if no
 //     new event arrives. A requeue is not a failure and does not count as a
-//     delivery.
+//     delivery. The newest run's result is the one that holds: a run that
+//     succeeds asking for no requeue ends the requeues earlier runs of the
+//     target asked for, as a newer event does for a run it supersedes. A
+//     handler that needs a timer asks for it on every run that needs it.
 //   - a non-terminal error: retry with exponential backoff, until the
 //     runtime's delivery limit, then dead-letter.
 //   - Terminal(err): dead-letter at once, never retry. A handler should have
