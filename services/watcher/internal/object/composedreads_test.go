@@ -87,3 +87,92 @@ func TestReadsComposedSpec(t *testing.T) {
 		})
 	}
 }
+
+func TestReadsComposedStatus(t *testing.T) {
+	const head = "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: c}\nspec:\n  compositeTypeRef: {apiVersion: example.org/v1, kind: XDatabase}\n"
+	cases := map[string]struct {
+		reason string
+		spec   string // the rest of the spec, indented by two spaces
+		want   string
+		// reads and skips are templates whose resources' status a render
+		// may and may not read beyond the Ready condition, as
+		// ReadsComposedStatus answers from the cached Composition.
+		reads, skips []string
+	}{
+		"Bench": {
+			reason: "Patches into the composed resources, the default readiness check and a MatchCondition check of Ready read no status beyond the Ready condition; connection details are the secrets service's.",
+			spec: `  resources:
+  - name: network
+    patches:
+    - {fromFieldPath: metadata.name, toFieldPath: spec.forProvider.fields.selfLink}
+    connectionDetails:
+    - {name: link, type: FromFieldPath, fromFieldPath: status.atProvider.fields.selfLink}
+  - name: database
+    patches:
+    - {type: FromCompositeFieldPath, fromFieldPath: spec.parameters.storageGB, toFieldPath: spec.forProvider.fields.storageMB}
+  - name: cache
+    readinessChecks:
+    - {type: MatchCondition, matchCondition: {type: Ready, status: "True"}}
+`,
+			want:  "",
+			reads: []string{""},
+			skips: []string{"network", "database", "cache"},
+		},
+		"Reads": {
+			reason: "Patches to the XR or the environment from status, and readiness checks of status fields or of conditions other than Ready, name their templates, sorted; so does a PatchSet that does, where included.",
+			spec: `  patchSets:
+  - name: status-back
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: status.atProvider.id, toFieldPath: status.id}]
+  - name: spec-back
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: spec.forProvider.region, toFieldPath: status.region}]
+  resources:
+  - name: zeta
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: status.atProvider.a, toFieldPath: status.a}]
+  - name: env
+    patches: [{type: ToEnvironmentFieldPath, fromFieldPath: status.x, toFieldPath: x}]
+  - name: combined
+    patches:
+    - type: CombineToComposite
+      combine: {variables: [{fromFieldPath: spec.b}, {fromFieldPath: status.a}], strategy: string, string: {fmt: "%s-%s"}}
+      toFieldPath: status.ab
+  - name: ready-field
+    readinessChecks: [{type: NonEmpty, fieldPath: status.atProvider.id}]
+  - name: ready-condition
+    readinessChecks: [{type: MatchCondition, matchCondition: {type: Healthy, status: "True"}}]
+  - name: set
+    patches: [{type: PatchSet, patchSetName: status-back}]
+  - name: other-set
+    patches: [{type: PatchSet, patchSetName: spec-back}]
+  - name: spec-only
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: spec.forProvider.a, toFieldPath: status.a}]
+    readinessChecks: [{type: MatchString, fieldPath: spec.forProvider.state, matchString: up}, {type: None}]
+`,
+			want:  "combined,env,ready-condition,ready-field,set,zeta",
+			reads: []string{"zeta", "env", "combined", "ready-field", "ready-condition", "set"},
+			skips: []string{"other-set", "spec-only"},
+		},
+		"UnknownPatchSet": {
+			reason: "A PatchSet that is not there cannot be judged.",
+			spec:   "  resources:\n  - name: a\n    patches: [{type: PatchSet, patchSetName: missing}]\n",
+			want:   "a",
+			reads:  []string{"a"},
+		},
+		"Unnamed": {
+			reason: "A template without a name that reads its resource's status could be any composed resource.",
+			spec:   "  resources:\n  - patches: [{type: ToCompositeFieldPath, fromFieldPath: status.a, toFieldPath: status.a}]\n",
+			want:   "*",
+			reads:  []string{"anything"},
+		},
+		"Pipeline": {
+			reason: "Functions see observed resources whole.",
+			spec:   "  mode: Pipeline\n  pipeline: [{step: s, functionRef: {name: f}}]\n",
+			want:   "*",
+			reads:  []string{"anything"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			checkTemplates(t, tc.reason, parse(t, head+tc.spec), readsComposedStatus, ReadsComposedStatus, tc.want, tc.reads, tc.skips)
+		})
+	}
+}

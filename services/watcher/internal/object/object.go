@@ -166,11 +166,13 @@ func Transform(s Shape) cache.TransformFunc {
 					ann = with(ann, AnnotationReady, r)
 				}
 				ann = with(ann, AnnotationStatusFields, statusFields(o))
+				ann = with(ann, AnnotationReadyCondition, readyCondition(o))
 			}
 			if s&(ShapeComposition|ShapeRevision) != 0 {
 				ann = with(ann, AnnotationReadsStatus, readsStatus(o))
 				ann = with(ann, AnnotationDetailsFromStatus, detailsFromStatus(o))
 				ann = with(ann, AnnotationReadsComposedSpec, readsComposedSpec(o))
+				ann = with(ann, AnnotationReadsComposedStatus, readsComposedStatus(o))
 				ann = with(ann, AnnotationDetailsFromSpec, detailsFromSpec(o))
 			}
 			if s&(ShapeXR|ShapeClaim) != 0 {
@@ -295,7 +297,8 @@ func digestAnnotations(annotations map[string]string, finalizers []string) map[s
 func watcherAnnotation(k string) bool {
 	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady ||
 		k == AnnotationStatusFields || k == AnnotationReadsStatus || k == AnnotationPropagated ||
-		k == AnnotationDetailsFromStatus || k == AnnotationReadsComposedSpec || k == AnnotationDetailsFromSpec
+		k == AnnotationDetailsFromStatus || k == AnnotationReadsComposedSpec || k == AnnotationDetailsFromSpec ||
+		k == AnnotationReadyCondition || k == AnnotationReadsComposedStatus
 }
 
 // with returns m with k set to v, creating m if it is nil.
@@ -344,6 +347,10 @@ type Meta struct {
 	// object cached in full other than an XR (AnnotationStatusFields);
 	// empty for other objects.
 	StatusFields string
+	// ReadyCondition summarises the Ready condition of an object cached in
+	// full other than an XR (AnnotationReadyCondition); empty for other
+	// objects.
+	ReadyCondition string
 	// Propagated summarises what the binder copies from an XR back to its
 	// claim, on an XR or a claim (AnnotationPropagated); empty for other
 	// kinds.
@@ -399,6 +406,7 @@ func MetaOf(gvk schema.GroupVersionKind, obj any) (Meta, error) {
 		Writers:         o.GetAnnotations()[AnnotationWriters],
 		Ready:           ready,
 		StatusFields:    ann[AnnotationStatusFields],
+		ReadyCondition:  ann[AnnotationReadyCondition],
 		Propagated:      ann[AnnotationPropagated],
 	}, nil
 }

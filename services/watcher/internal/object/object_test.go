@@ -189,11 +189,13 @@ metadata:
 				ann = with(ann, AnnotationStatus, statusSummary(in))
 			} else {
 				ann = with(ann, AnnotationStatusFields, statusFields(in))
+				ann = with(ann, AnnotationReadyCondition, readyCondition(in))
 			}
 			if tc.shape&(ShapeComposition|ShapeRevision) != 0 {
 				ann = with(ann, AnnotationReadsStatus, readsStatus(in))
 				ann = with(ann, AnnotationDetailsFromStatus, detailsFromStatus(in))
 				ann = with(ann, AnnotationReadsComposedSpec, readsComposedSpec(in))
+				ann = with(ann, AnnotationReadsComposedStatus, readsComposedStatus(in))
 				ann = with(ann, AnnotationDetailsFromSpec, detailsFromSpec(in))
 			}
 			if tc.shape&(ShapeXR|ShapeClaim) != 0 {

@@ -23,6 +23,45 @@ const AnnotationReady = "loom.dev/watcher-ready"
 // say). Like the digest it exists only in the watcher's cache.
 const AnnotationStatusFields = "loom.dev/watcher-status-fields"
 
+// AnnotationReadyCondition is kept, like AnnotationReady, on cached objects
+// the watcher holds in full other than XRs: a hash of the status, reason and
+// message of the object's Ready condition. The renderer reads those of a
+// composed resource (its default readiness check, and the XR's summary of
+// resources not Ready: status.loom.resources), so comparing two versions
+// tells a change the renderer sees from one it sees only where its
+// Composition reads the resource's status (AnnotationReadsComposedStatus).
+// Like the digest it exists only in the watcher's cache.
+const AnnotationReadyCondition = "loom.dev/watcher-ready-condition"
+
+// readyCondition returns the AnnotationReadyCondition value of an object. An
+// object that was cached already (it has the annotation and no status)
+// keeps its value.
+func readyCondition(u *unstructured.Unstructured) string {
+	status, ok := u.Object["status"].(map[string]any)
+	if v, has := u.GetAnnotations()[AnnotationReadyCondition]; !ok && has {
+		return v
+	}
+	var ready map[string]any
+	conds, _ := status["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			ready = m
+		}
+	}
+	h := fnv.New64a()
+	for _, k := range [...]string{"status", "reason", "message"} {
+		hashValue(h, ready[k])
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// ReadyConditionChanged reports whether a change from old to cur of one
+// object changed the status, reason or message of its Ready condition, or
+// may have: it is true when either version was not cached in full.
+func ReadyConditionChanged(old, cur Meta) bool {
+	return old.ReadyCondition == "" || cur.ReadyCondition == "" || old.ReadyCondition != cur.ReadyCondition
+}
+
 // statusFields returns the AnnotationStatusFields value of an object. An
 // object that was cached already (it has the annotation and no status)
 // keeps its value.

@@ -228,24 +228,85 @@ status:
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			meta := func(y string) Meta {
-				t.Helper()
-				got, err := Transform(0)(parse(t, y))
-				if err != nil {
-					t.Fatalf("Transform(): %v", err)
-				}
-				m, err := MetaOf(schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}, got)
-				if err != nil {
-					t.Fatalf("MetaOf(): %v", err)
-				}
-				return m
-			}
-			old, cur := meta(tc.old), meta(tc.cur)
+			old, cur := nopMeta(t, tc.old), nopMeta(t, tc.cur)
 			if tc.unknown {
 				old.StatusFields = ""
 			}
 			if got := StatusFieldsChanged(old, cur); got != tc.want {
 				t.Errorf("%s\nStatusFieldsChanged(): got %t, want %t", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+// nopMeta returns the Meta of a NopResource given in YAML as the watcher
+// caches it (transformed twice: a cached object keeps its summaries).
+func nopMeta(t *testing.T, y string) Meta {
+	t.Helper()
+	got, err := Transform(0)(parse(t, y))
+	if err != nil {
+		t.Fatalf("Transform(): %v", err)
+	}
+	again, err := Transform(0)(got)
+	if err != nil {
+		t.Fatalf("Transform() again: %v", err)
+	}
+	m, err := MetaOf(schema.GroupVersionKind{Group: "nop.crossplane.io", Version: "v1alpha1", Kind: "NopResource"}, again)
+	if err != nil {
+		t.Fatalf("MetaOf(): %v", err)
+	}
+	return m
+}
+
+func TestReadyConditionChanged(t *testing.T) {
+	base := `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata: {name: n}
+status:
+  atProvider: {fields: {selfLink: a}}
+  conditions:
+  - {type: Synced, status: "True", reason: ReconcileSuccess, observedGeneration: 1}
+  - {type: Ready, status: "False", reason: Creating, message: waiting for the network}
+`
+	cases := map[string]struct {
+		reason   string
+		old, cur string
+		unknown  bool // the old version was not cached in full
+		want     bool
+	}{
+		"Same":       {reason: "The same status is no change.", old: base, cur: base},
+		"AtProvider": {reason: "What a provider writes under atProvider leaves the Ready condition as it was.", old: base, cur: strings.Replace(base, "selfLink: a", "selfLink: b", 1)},
+		"Synced":     {reason: "So does a change of another condition.", old: base, cur: strings.Replace(base, "observedGeneration: 1", "observedGeneration: 2", 1)},
+		"Status": {
+			reason: "A Ready condition turning True changes it.",
+			old:    base, cur: strings.Replace(base, `status: "False", reason: Creating`, `status: "True", reason: Creating`, 1),
+			want: true,
+		},
+		"Reason": {
+			reason: "So does its reason, which the XR's summary of resources not Ready shows.",
+			old:    base, cur: strings.Replace(base, "reason: Creating", "reason: Unavailable", 1),
+			want: true,
+		},
+		"Message": {
+			reason: "And its message.",
+			old:    base, cur: strings.Replace(base, "waiting for the network", "waiting for the subnet", 1),
+			want: true,
+		},
+		"Unknown": {
+			reason: "A version not cached in full may have changed anything.",
+			old:    base, cur: base, unknown: true,
+			want: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			old, cur := nopMeta(t, tc.old), nopMeta(t, tc.cur)
+			if tc.unknown {
+				old.ReadyCondition = ""
+			}
+			if got := ReadyConditionChanged(old, cur); got != tc.want {
+				t.Errorf("%s\nReadyConditionChanged(): got %t, want %t", tc.reason, got, tc.want)
 			}
 		})
 	}

@@ -20,9 +20,15 @@
 //	                              binder    its claim (spec.claimRef, if cached)
 //	claim                         binder    the claim (*)
 //	                              secrets   the claim (*), not when created
-//	composed resource (labelled   renderer  the controlling XR
-//	crossplane.io/composite, with binder    the controlling XR (**)
-//	a controller reference)       secrets   the controlling XR, not for a
+//	composed resource (labelled   renderer  the controlling XR, not for a
+//	crossplane.io/composite, with           change of the status that
+//	a controller reference)                 leaves the Ready condition
+//	                                        as it was, where no patch or
+//	                                        readiness check of the
+//	                                        resource's template reads its
+//	                                        status
+//	                              binder    the controlling XR (**)
+//	                              secrets   the controlling XR, not for a
 //	                                        change of the status's
 //	                                        conditions alone, nor of the
 //	                                        status of a resource whose
@@ -209,6 +215,11 @@ type Object struct {
 	// than an XR, whether its status changed outside its conditions
 	// (object.StatusFieldsChanged: true when that is not known).
 	StatusFieldsChanged bool
+	// ReadyConditionChanged is, for a StatusOnly update of an object other
+	// than an XR, whether the status, reason or message of its Ready
+	// condition changed (object.ReadyConditionChanged: true when that is
+	// not known).
+	ReadyConditionChanged bool
 	// ComposedKinds are, for an XR, the kinds its spec.resourceRefs name.
 	ComposedKinds []schema.GroupKind
 	// Template is, for a composed resource (not an XR), the name of the
@@ -288,6 +299,11 @@ type Lookup interface {
 	// outside its status (a patch or readiness check;
 	// object.AnnotationReadsComposedSpec); true when that is not known.
 	ReadsComposedSpec(uid types.UID, template string) bool
+	// ReadsComposedStatus reports whether a render of the cached XR with
+	// the given UID may read the status of a composed resource of the named
+	// template beyond its Ready condition (a patch or readiness check;
+	// object.AnnotationReadsComposedStatus); true when that is not known.
+	ReadsComposedStatus(uid types.UID, template string) bool
 	// DetailsFromSpec reports whether the connection details of what the
 	// cached XR with the given UID is composed with may read a composed
 	// resource of the named template outside its status
@@ -485,8 +501,17 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, statusReaders...)
 		case o.StatusOnly:
 			// Not urgent: any other change of a status, which may be
-			// one that never settles.
-			deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, append([]string{Renderer}, statusReaders...)...)
+			// one that never settles. The renderer reads a composed
+			// resource's status through its Ready condition (readiness,
+			// the XR's summary of resources not Ready), and beyond it
+			// only where its Composition does (a patch or readiness
+			// check under status): what a provider writes under
+			// atProvider, or its Synced condition, is no news to it
+			// otherwise.
+			if o.ReadyConditionChanged || l.ReadsComposedStatus(o.Controller.UID, o.Template) {
+				deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, Renderer)
+			}
+			deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, statusReaders...)
 		default:
 			// The renderer hears of the creations it made in mode
 			// Pipeline: functions see a composed resource (to judge it

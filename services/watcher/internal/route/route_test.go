@@ -39,6 +39,10 @@ type caches struct {
 	// composed resources no render of the XR reads outside their status;
 	// every other may be read.
 	composedSpecBlind map[types.UID]bool
+	// composedStatusBlind are "<XR UID>/<template>" of the templates whose
+	// composed resources' status no render of the XR reads beyond their
+	// Ready condition; every other may be read.
+	composedStatusBlind map[types.UID]bool
 	// specDetailsBlind are "<XR UID>/<template>" of the templates whose
 	// composed resources no connection detail of the XR reads outside
 	// their status; every other may be read.
@@ -87,6 +91,10 @@ func (c caches) DetailsFromSpec(uid types.UID, template string) bool {
 
 func (c caches) ReadsComposedSpec(uid types.UID, template string) bool {
 	return !c.composedSpecBlind[uid+"/"+types.UID(template)]
+}
+
+func (c caches) ReadsComposedStatus(uid types.UID, template string) bool {
+	return !c.composedStatusBlind[uid+"/"+types.UID(template)]
 }
 
 var (
@@ -547,6 +555,55 @@ func TestRoute(t *testing.T) {
 			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true; o.Template = "network" }),
 			roles:  RoleComposed,
 			l:      func() caches { c := lookup; c.detailsBlind = map[types.UID]bool{xr.UID + "/cache": true}; return c }(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedStatusNoRenderRead": {
+			reason: "A change of the status of a composed resource that leaves its Ready condition as it was (a provider's atProvider, its Synced condition) is no news to the renderer where no patch or readiness check of its template reads its status.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true; o.Template = "database" }),
+			roles:  RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.composedStatusBlind = map[types.UID]bool{xr.UID + "/database": true}
+				return c
+			}(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedReadyConditionChanged": {
+			reason: "A change of its Ready condition's reason or message still is: the XR's summary of resources not Ready shows them.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly = true
+				o.StatusFieldsChanged = true
+				o.ReadyConditionChanged = true
+				o.Template = "database"
+			}),
+			roles: RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.composedStatusBlind = map[types.UID]bool{xr.UID + "/database": true}
+				return c
+			}(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource status changed"},
+			},
+		},
+		"ComposedStatusRenderRead": {
+			reason: "So is any change of the status of a template whose patches or readiness checks read it.",
+			o:      with(nop, func(o *Object) { o.StatusOnly = true; o.StatusFieldsChanged = true; o.Template = "network" }),
+			roles:  RoleComposed,
+			l: func() caches {
+				c := lookup
+				c.composedStatusBlind = map[types.UID]bool{xr.UID + "/database": true}
+				return c
+			}(),
 			want: []Delivery{
 				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource status changed"},

@@ -125,6 +125,7 @@ func (w *Watcher) finish(s *source, roles route.Role, typ eventsv1.EventType, m 
 			o.StatusChanged = object.StatusChanges(*old, m)
 			o.TurnedReady = object.TurnedReady(*old, m)
 			o.StatusFieldsChanged = object.StatusFieldsChanged(*old, m)
+			o.ReadyConditionChanged = object.ReadyConditionChanged(*old, m)
 		}
 	}
 	ctx, span := w.startSpan(m, typ, w.owners(m, o.ClaimRef)...)
@@ -576,6 +577,11 @@ func (l lookup) DetailsFromSpec(uid types.UID, template string) bool {
 func (l lookup) ReadsComposedSpec(uid types.UID, template string) bool {
 	c := l.composition(uid)
 	return c == nil || object.ReadsComposedSpec(c, template)
+}
+
+func (l lookup) ReadsComposedStatus(uid types.UID, template string) bool {
+	c := l.composition(uid)
+	return c == nil || object.ReadsComposedStatus(c, template)
 }
 
 func (l lookup) Unresolved(uid types.UID) bool {
