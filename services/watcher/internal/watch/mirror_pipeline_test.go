@@ -40,7 +40,7 @@ func (g *gatedMirror) Send(gk schema.GroupKind, namespace, name string, data []b
 	g.sends++
 	lose, gate := g.lose[g.sends], g.gate
 	g.mu.Unlock()
-	var p mirror.Pending = mirror.Done(errUnreachable)
+	p := mirror.Done(errUnreachable)
 	if !lose {
 		p = g.Writer.Send(gk, namespace, name, data)
 	}
