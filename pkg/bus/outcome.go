@@ -212,12 +212,18 @@ func (l *lease) timerBy(subject string, at int64) bool {
 	base := baseSubject(subject)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken, base + "." + overflowToken, base + handOverSuffix, overflowSubject(base + handOverSuffix)} {
+	for _, s := range append(laneSubjects(base), base+handOverSuffix, overflowSubject(base+handOverSuffix)) {
 		if t, ok := l.timers[s]; ok && t <= at {
 			return true
 		}
 	}
 	return false
+}
+
+// laneSubjects are the subjects of a target's lanes but its hand-over
+// ones, given its work subject.
+func laneSubjects(base string) []string {
+	return []string{base, base + "." + urgentToken, base + "." + resyncToken, base + "." + overflowToken}
 }
 
 // baseSubject is the work subject of the target of a subject of any lane.
@@ -240,7 +246,7 @@ func (l *lease) endTimers(subject string) {
 	base := baseSubject(subject)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range [...]string{base, base + "." + urgentToken, base + "." + resyncToken, base + "." + overflowToken} {
+	for _, s := range laneSubjects(base) {
 		if t, ok := l.timers[s]; ok {
 			delete(l.timers, s)
 			l.moot[s] = t

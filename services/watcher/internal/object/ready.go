@@ -41,13 +41,7 @@ func readyCondition(u *unstructured.Unstructured) string {
 	if v, has := u.GetAnnotations()[AnnotationReadyCondition]; !ok && has {
 		return v
 	}
-	var ready map[string]any
-	conds, _ := status["conditions"].([]any)
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
-			ready = m
-		}
-	}
+	ready := readyConditionIn(status)
 	h := fnv.New64a()
 	for _, k := range [...]string{"status", "reason", "message"} {
 		hashValue(h, ready[k])
@@ -96,11 +90,18 @@ func readyStatus(u *unstructured.Unstructured) string {
 // readyIn returns the status of the Ready condition in an object's status
 // (the last one, should there be several), empty when it has none.
 func readyIn(status map[string]any) string {
-	ready := ""
+	ready, _ := readyConditionIn(status)["status"].(string)
+	return ready
+}
+
+// readyConditionIn returns the Ready condition in an object's status (the
+// last one, should there be several), nil when it has none.
+func readyConditionIn(status map[string]any) map[string]any {
+	var ready map[string]any
 	conds, _ := status["conditions"].([]any)
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
-			ready, _ = m["status"].(string)
+			ready = m
 		}
 	}
 	return ready
