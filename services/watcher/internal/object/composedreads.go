@@ -2,6 +2,7 @@ package object
 
 import (
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -140,4 +141,109 @@ func patchReadsComposedStatus(p any) bool {
 // annotation, no template name).
 func ReadsComposedStatus(u *unstructured.Unstructured, template string) bool {
 	return templateNamed(u, AnnotationReadsComposedStatus, template)
+}
+
+// AnnotationReadyRequired is kept on cached Compositions and
+// CompositionRevisions: the names of the templates whose readiness checks
+// require the composed resource's Ready condition to be True (a template
+// without checks, whose default check is that one, or with a MatchCondition
+// check of the Ready condition and status True among its checks); sorted and
+// comma-separated. A resource of such a template that has no status yet is
+// not ready, whatever else its checks say. Empty for mode Pipeline, whose
+// functions judge readiness; a template without a name is never listed. Like
+// the digest it exists only in the watcher's cache.
+const AnnotationReadyRequired = "loom.dev/watcher-ready-required"
+
+// readyRequired returns the AnnotationReadyRequired value of a Composition
+// or CompositionRevision. An object that was cached already keeps its value
+// (see cachedValue).
+func readyRequired(u *unstructured.Unstructured) string {
+	if v, ok := cachedValue(u, AnnotationReadyRequired); ok {
+		return v
+	}
+	spec, _ := u.Object["spec"].(map[string]any)
+	if spec["mode"] == "Pipeline" || len(asList(spec["pipeline"])) > 0 {
+		return ""
+	}
+	var names []string
+	for _, r := range asList(spec["resources"]) {
+		t := asMap(r)
+		name, _ := t["name"].(string)
+		checks := asList(t["readinessChecks"])
+		if name == "" || (len(checks) > 0 && !slices.ContainsFunc(checks, checksReadyTrue)) {
+			continue
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ",")
+}
+
+// checksReadyTrue reports whether a readiness check is MatchCondition on
+// the Ready condition with status True.
+func checksReadyTrue(c any) bool {
+	m := asMap(c)
+	mc := asMap(m["matchCondition"])
+	return m["type"] == "MatchCondition" && mc["type"] == "Ready" && mc["status"] == "True"
+}
+
+// ReadyRequired reports whether the readiness of a composed resource of the
+// named template requires its Ready condition to be True, for a cached
+// Composition or CompositionRevision (see AnnotationReadyRequired); false
+// when that is not known (no annotation, no template name).
+func ReadyRequired(u *unstructured.Unstructured, template string) bool {
+	v, ok := u.GetAnnotations()[AnnotationReadyRequired]
+	if !ok || template == "" {
+		return false
+	}
+	return slices.Contains(strings.Split(v, ","), template)
+}
+
+// AnnotationStatusToSpec is kept on cached Compositions and
+// CompositionRevisions, like AnnotationReadsComposedStatus: the names of the
+// templates whose patches read the composed resource's status into what a
+// render writes before the XR's status: the XR's spec or metadata
+// (ToCompositeFieldPath or CombineToComposite to a path not under status)
+// or the environment (ToEnvironmentFieldPath, CombineToEnvironment), in the
+// template or a PatchSet it includes. It is "*" when any composed resource
+// may be read whole (mode Pipeline, or such a patch in a template without
+// a name). What other templates' patches read of a composed resource's
+// status reaches only the XR's status, which the renderer writes with the
+// rest of it (and not while the XR's first status waits). Like the digest
+// it exists only in the watcher's cache.
+const AnnotationStatusToSpec = "loom.dev/watcher-composed-status-to-spec"
+
+// statusToSpec returns the AnnotationStatusToSpec value of a Composition
+// or CompositionRevision. An object that was cached already keeps its value
+// (see cachedValue).
+func statusToSpec(u *unstructured.Unstructured) string {
+	return templatesThatRead(u, AnnotationStatusToSpec, patchStatusToSpec, func(map[string]any) bool { return false })
+}
+
+// patchStatusToSpec reports whether a patch reads its composed resource's
+// status into anything but the XR's status.
+func patchStatusToSpec(p any) bool {
+	if !patchReadsComposedStatus(p) {
+		return false
+	}
+	m := asMap(p)
+	switch t, _ := m["type"].(string); t {
+	case "ToCompositeFieldPath", "CombineToComposite":
+		to := m["toFieldPath"]
+		if s, _ := to.(string); s == "" && t == "ToCompositeFieldPath" {
+			// The toFieldPath defaults to the fromFieldPath.
+			to = m["fromFieldPath"]
+		}
+		return !statusPath(to)
+	}
+	return true
+}
+
+// StatusToSpec reports whether a render with a cached Composition or
+// CompositionRevision may read the status of a composed resource of the
+// named template into the XR's spec or metadata or the environment (see
+// AnnotationStatusToSpec); true when that is not known (no annotation, no
+// template name).
+func StatusToSpec(u *unstructured.Unstructured, template string) bool {
+	return templateNamed(u, AnnotationStatusToSpec, template)
 }

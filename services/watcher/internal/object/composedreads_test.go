@@ -176,3 +176,106 @@ func TestReadsComposedStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestReadyRequired(t *testing.T) {
+	const head = "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: c}\nspec:\n  compositeTypeRef: {apiVersion: example.org/v1, kind: XDatabase}\n"
+	cases := map[string]struct {
+		reason string
+		spec   string // the rest of the spec, indented by two spaces
+		want   string
+		// required and not are templates whose resources' readiness does
+		// and does not require the Ready condition True, as ReadyRequired
+		// answers from the cached Composition.
+		required, not []string
+	}{
+		"Checks": {
+			reason: "No checks (the default) and a MatchCondition check of Ready and True among others require it; None, field checks and other conditions do not; nor does a template without a name, which names no resource.",
+			spec: `  resources:
+  - name: zeta
+  - name: explicit
+    readinessChecks:
+    - {type: NonEmpty, fieldPath: status.atProvider.id}
+    - {type: MatchCondition, matchCondition: {type: Ready, status: "True"}}
+  - name: none
+    readinessChecks: [{type: None}]
+  - name: field
+    readinessChecks: [{type: MatchString, fieldPath: status.atProvider.state, matchString: up}]
+  - name: healthy
+    readinessChecks: [{type: MatchCondition, matchCondition: {type: Healthy, status: "True"}}]
+  - name: not-ready
+    readinessChecks: [{type: MatchCondition, matchCondition: {type: Ready, status: "False"}}]
+  - base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+`,
+			want:     "explicit,zeta",
+			required: []string{"zeta", "explicit"},
+			not:      []string{"none", "field", "healthy", "not-ready", "", "unknown"},
+		},
+		"Pipeline": {
+			reason: "Functions judge readiness.",
+			spec:   "  mode: Pipeline\n  pipeline: [{step: s, functionRef: {name: f}}]\n",
+			want:   "",
+			not:    []string{"anything", ""},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			checkTemplates(t, tc.reason, parse(t, head+tc.spec), readyRequired, ReadyRequired, tc.want, tc.required, tc.not)
+		})
+	}
+}
+
+func TestStatusToSpec(t *testing.T) {
+	const head = "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: c}\nspec:\n  compositeTypeRef: {apiVersion: example.org/v1, kind: XDatabase}\n"
+	cases := map[string]struct {
+		reason string
+		spec   string // the rest of the spec, indented by two spaces
+		want   string
+		// to and not are templates whose resources' status a render may
+		// and may not write into the XR's spec or metadata or the
+		// environment, as StatusToSpec answers from the cached Composition.
+		to, not []string
+	}{
+		"Patches": {
+			reason: "Status read into the XR's spec or metadata or the environment names the template (through a PatchSet too); status read into the XR's status (the toFieldPath defaults to the fromFieldPath), spec read anywhere and readiness checks do not.",
+			spec: `  patchSets:
+  - name: to-spec
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: status.atProvider.id, toFieldPath: spec.id}]
+  - name: to-status
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: status.atProvider.id, toFieldPath: status.id}]
+  resources:
+  - name: spec
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: status.atProvider.id, toFieldPath: spec.id}]
+  - name: labels
+    patches:
+    - type: CombineToComposite
+      combine: {variables: [{fromFieldPath: status.a}], strategy: string, string: {fmt: "%s"}}
+      toFieldPath: metadata.labels[x]
+  - name: env
+    patches: [{type: ToEnvironmentFieldPath, fromFieldPath: status.x, toFieldPath: x}]
+  - name: set
+    patches: [{type: PatchSet, patchSetName: to-spec}]
+  - name: status
+    patches:
+    - {type: ToCompositeFieldPath, fromFieldPath: status.atProvider.tier, toFieldPath: status.tier}
+    - {type: ToCompositeFieldPath, fromFieldPath: status.atProvider.zone}
+    - {type: PatchSet, patchSetName: to-status}
+    - {type: ToCompositeFieldPath, fromFieldPath: spec.forProvider.region, toFieldPath: spec.region}
+    readinessChecks: [{type: NonEmpty, fieldPath: status.atProvider.id}]
+`,
+			want: "env,labels,set,spec",
+			to:   []string{"spec", "labels", "env", "set", ""},
+			not:  []string{"status", "other"},
+		},
+		"Pipeline": {
+			reason: "Functions see observed resources whole.",
+			spec:   "  mode: Pipeline\n  pipeline: [{step: s, functionRef: {name: f}}]\n",
+			want:   "*",
+			to:     []string{"anything"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			checkTemplates(t, tc.reason, parse(t, head+tc.spec), statusToSpec, StatusToSpec, tc.want, tc.to, tc.not)
+		})
+	}
+}

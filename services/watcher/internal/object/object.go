@@ -174,6 +174,8 @@ func Transform(s Shape) cache.TransformFunc {
 				ann = with(ann, AnnotationReadsComposedSpec, readsComposedSpec(o))
 				ann = with(ann, AnnotationReadsComposedStatus, readsComposedStatus(o))
 				ann = with(ann, AnnotationDetailsFromSpec, detailsFromSpec(o))
+				ann = with(ann, AnnotationReadyRequired, readyRequired(o))
+				ann = with(ann, AnnotationStatusToSpec, statusToSpec(o))
 			}
 			if s&(ShapeXR|ShapeClaim) != 0 {
 				ann = with(ann, AnnotationPropagated, propagatedSummary(o))
@@ -298,7 +300,8 @@ func watcherAnnotation(k string) bool {
 	return k == AnnotationDigest || k == AnnotationStatus || k == AnnotationWriters || k == AnnotationReady ||
 		k == AnnotationStatusFields || k == AnnotationReadsStatus || k == AnnotationPropagated ||
 		k == AnnotationDetailsFromStatus || k == AnnotationReadsComposedSpec || k == AnnotationDetailsFromSpec ||
-		k == AnnotationReadyCondition || k == AnnotationReadsComposedStatus
+		k == AnnotationReadyCondition || k == AnnotationReadsComposedStatus || k == AnnotationReadyRequired ||
+		k == AnnotationStatusToSpec
 }
 
 // with returns m with k set to v, creating m if it is nil.

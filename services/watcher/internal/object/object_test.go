@@ -197,6 +197,8 @@ metadata:
 				ann = with(ann, AnnotationReadsComposedSpec, readsComposedSpec(in))
 				ann = with(ann, AnnotationReadsComposedStatus, readsComposedStatus(in))
 				ann = with(ann, AnnotationDetailsFromSpec, detailsFromSpec(in))
+				ann = with(ann, AnnotationReadyRequired, readyRequired(in))
+				ann = with(ann, AnnotationStatusToSpec, statusToSpec(in))
 			}
 			if tc.shape&(ShapeXR|ShapeClaim) != 0 {
 				ann = with(ann, AnnotationPropagated, propagatedSummary(in))

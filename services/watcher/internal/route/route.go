@@ -27,6 +27,11 @@
 //	                                        readiness check of the
 //	                                        resource's template reads its
 //	                                        status
+//	                                        (nor, while the XR has no
+//	                                        Ready condition yet, for a
+//	                                        change of the Ready condition
+//	                                        while another resource of it
+//	                                        has no status: see Withheld)
 //	                              binder    the controlling XR (**)
 //	                              secrets   the controlling XR, not for a
 //	                                        change of the status's
@@ -65,7 +70,10 @@
 //	                  (conditions, connectionDetails, claimConditionTypes,
 //	                  loom, watchedResourceRefs, crossplane): what
 //	                  ToCompositeFieldPath patches and functions wrote, and
-//	                  FromCompositeFieldPath patches may read
+//	                  FromCompositeFieldPath patches may read; and the
+//	                  XR's first Ready condition, when it is not True and
+//	                  a composed resource's readiness was withheld
+//	                  (Object.ReadinessWithheld), even by its own write
 //	secrets           whether the Ready condition is True (it copies the
 //	                  XR's Secret to the claim once the XR is Ready)
 //	binder (claim)    what it mirrors to the claim: the Ready condition's
@@ -231,6 +239,45 @@ type Object struct {
 	// not known (a deletion, no full object at hand), which routes the
 	// change to the binder wherever a rule names its kind.
 	References *object.References
+	// AwaitsSiblings is, for a composed resource (not an XR), whether its
+	// XR is known to have no Ready condition yet while another of its
+	// composed resources, of a template whose readiness requires the Ready
+	// condition (object.AnnotationReadyRequired), is known to have no
+	// status yet (see Withheld).
+	AwaitsSiblings bool
+	// ReadinessWithheld is, for an XR, whether the change gives it its
+	// first Ready condition, not True, after the renderer was not told of
+	// a composed resource's readiness (Withheld): the render that wrote
+	// that status may have read the resource before the change.
+	ReadinessWithheld bool
+}
+
+// Withheld reports whether a change of a composed resource's status is
+// withheld from the renderer although its Ready condition changed: the
+// change cannot change what a render of its XR does. That is so while the
+// XR has no Ready condition and another of its resources, one that must
+// be Ready, has no status yet (o.AwaitsSiblings): the XR cannot turn Ready,
+// and its first status waits for the resource with no status (the
+// renderer's wait for unobserved resources, timed from the resources'
+// creation, which a sibling's progress leaves as it was) and is then
+// written by a render that reads every resource anew. It takes an XR
+// composed in mode Resources (functions judge readiness otherwise) whose
+// template of the resource reads nothing of its status into what a render
+// writes before the XR's status (ComposedStatusToSpec): what patches read
+// into the XR's status waits with the rest of it.
+func Withheld(o Object, l Lookup) bool {
+	return o.AwaitsSiblings && MayWithhold(o, l)
+}
+
+// MayWithhold reports whether Withheld would hold a change of a composed
+// resource's status back if o.AwaitsSiblings were true: a change of its
+// status alone, of its Ready condition, of a resource of an XR composed in
+// mode Resources whose template reads nothing of its status into the XR's
+// spec or metadata or the environment.
+func MayWithhold(o Object, l Lookup) bool {
+	c := o.Controller
+	return c != nil && o.StatusOnly && (o.TurnedReady || o.ReadyConditionChanged) &&
+		l.ResourcesMode(c.UID) && !l.ComposedStatusToSpec(c.UID, o.Template)
 }
 
 // fieldManagers are the field managers of the services' writes.
@@ -304,6 +351,11 @@ type Lookup interface {
 	// template beyond its Ready condition (a patch or readiness check;
 	// object.AnnotationReadsComposedStatus); true when that is not known.
 	ReadsComposedStatus(uid types.UID, template string) bool
+	// ComposedStatusToSpec reports whether a render of the cached XR with
+	// the given UID may read the status of a composed resource of the named
+	// template into the XR's spec or metadata or the environment (a patch;
+	// object.AnnotationStatusToSpec); true when that is not known.
+	ComposedStatusToSpec(uid types.UID, template string) bool
 	// DetailsFromSpec reports whether the connection details of what the
 	// cached XR with the given UID is composed with may read a composed
 	// resource of the named template outside its status
@@ -414,6 +466,12 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 				add("composite resource references unresolved", self, Binder)
 			}
 		}
+		if o.ReadinessWithheld {
+			// The first status, not Ready, may name a resource as not
+			// Ready whose turn to Ready was withheld: a render now
+			// reads it anew.
+			add("composite resource readiness withheld", self, Renderer)
+		}
 		if r := o.ClaimRef; r != nil && (!o.StatusOnly || o.StatusChanged&object.StatusClaim != 0) {
 			if claim, ok := l.Claim(r.GroupKind(), r.Namespace, r.Name); ok {
 				switch {
@@ -488,8 +546,11 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// the renderer, which decides it, so that a claim whose
 			// resources are Ready does not wait behind the backlog of
 			// new claims (the watcher bounds how often one target gets
-			// urgent deliveries).
-			deliver(true, true, eventsv1.ReasonComposedTurnedReady, xr, Renderer)
+			// urgent deliveries); unless a sibling with no status yet
+			// keeps the XR from it (Withheld).
+			if !Withheld(o, l) {
+				deliver(true, true, eventsv1.ReasonComposedTurnedReady, xr, Renderer)
+			}
 			if len(statusReaders) > 0 && statusReaders[0] == Secrets {
 				// Urgent for the secrets service too when it reads
 				// this status into connection details: the XR's Ready
@@ -508,7 +569,7 @@ func Route(o Object, roles Role, l Lookup) []Delivery {
 			// check under status): what a provider writes under
 			// atProvider, or its Synced condition, is no news to it
 			// otherwise.
-			if o.ReadyConditionChanged || l.ReadsComposedStatus(o.Controller.UID, o.Template) {
+			if (o.ReadyConditionChanged || l.ReadsComposedStatus(o.Controller.UID, o.Template)) && !Withheld(o, l) {
 				deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, Renderer)
 			}
 			deliver(false, true, eventsv1.ReasonComposedStatusChanged, xr, statusReaders...)

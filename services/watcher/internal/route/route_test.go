@@ -43,6 +43,10 @@ type caches struct {
 	// composed resources' status no render of the XR reads beyond their
 	// Ready condition; every other may be read.
 	composedStatusBlind map[types.UID]bool
+	// statusToSpecBlind are "<XR UID>/<template>" of the templates whose
+	// composed resources' status no render of the XR reads into the XR's
+	// spec or metadata or the environment; every other may be.
+	statusToSpecBlind map[types.UID]bool
 	// specDetailsBlind are "<XR UID>/<template>" of the templates whose
 	// composed resources no connection detail of the XR reads outside
 	// their status; every other may be read.
@@ -83,6 +87,10 @@ func (c caches) ReferencesPending(uid types.UID) bool { return !c.settled[uid] }
 
 func (c caches) DetailsFromStatus(uid types.UID, template string) bool {
 	return !c.detailsBlind[uid+"/"+types.UID(template)]
+}
+
+func (c caches) ComposedStatusToSpec(uid types.UID, template string) bool {
+	return !c.statusToSpecBlind[uid+"/"+types.UID(template)]
 }
 
 func (c caches) DetailsFromSpec(uid types.UID, template string) bool {
@@ -131,6 +139,16 @@ var (
 		},
 	}
 )
+
+// withholding returns lookup with xr composed in mode Resources, where no
+// render reads the status of a resource of template "network" into the
+// XR's spec or metadata or the environment.
+func withholding() caches {
+	c := lookup
+	c.resources = map[types.UID]bool{xr.UID: true}
+	c.statusToSpecBlind = map[types.UID]bool{xr.UID + "/network": true}
+	return c
+}
 
 // unreferenced returns lookup with kinds no ReferenceRule names.
 func unreferenced(gvks ...schema.GroupVersionKind) caches {
@@ -478,6 +496,76 @@ func TestRoute(t *testing.T) {
 				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
 				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
 			},
+		},
+		"ComposedTurnedReadyWithheld": {
+			reason: "While its XR has no Ready condition and a sibling that must be Ready has no status yet, a composed resource turning Ready cannot change a render of the XR (mode Resources, a template that reads no status into the XR's spec or the environment): the renderer does not hear of it; the others do as before.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly, o.TurnedReady, o.ReadyConditionChanged, o.StatusFieldsChanged = true, true, true, true
+				o.Template, o.AwaitsSiblings = "network", true
+			}),
+			roles: RoleComposed,
+			l:     withholding(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Secrets, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
+			},
+		},
+		"ComposedReadyConditionWithheld": {
+			reason: "Nor of another change of its Ready condition then.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly, o.ReadyConditionChanged = true, true
+				o.Template, o.AwaitsSiblings = "network", true
+			}),
+			roles: RoleComposed,
+			l:     withholding(),
+			want:  []Delivery{{Service: Binder, Target: xr, Reason: "composed resource status changed"}},
+		},
+		"ComposedTurnedReadyNoSiblingAwaited": {
+			reason: "Without a sibling awaited, it is readiness progress as ever.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly, o.TurnedReady, o.ReadyConditionChanged = true, true, true
+				o.Template = "network"
+			}),
+			roles: RoleComposed,
+			l:     withholding(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
+			},
+		},
+		"ComposedTurnedReadyAwaitedStatusToSpec": {
+			reason: "Nor is it withheld where the template's patches read the resource's status into the XR's spec or the environment, which a render writes at once.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly, o.TurnedReady, o.ReadyConditionChanged = true, true, true
+				o.Template, o.AwaitsSiblings = "database", true
+			}),
+			roles: RoleComposed,
+			l:     withholding(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
+			},
+		},
+		"ComposedTurnedReadyAwaitedPipeline": {
+			reason: "Nor for an XR not known to compose in mode Resources: functions judge readiness.",
+			o: with(nop, func(o *Object) {
+				o.StatusOnly, o.TurnedReady, o.ReadyConditionChanged = true, true, true
+				o.Template, o.AwaitsSiblings = "network", true
+			}),
+			roles: RoleComposed,
+			l:     func() caches { c := withholding(); c.resources = nil; return c }(),
+			want: []Delivery{
+				{Service: Binder, Target: xr, Reason: "composed resource status changed"},
+				{Service: Renderer, Target: xr, Reason: "composed resource turned Ready", Urgent: true},
+			},
+		},
+		"XRReadinessWithheld": {
+			reason: "An XR's first Ready condition, not True, written after a resource's readiness was withheld goes back to the renderer, even as its own write: the render that wrote it may have read that resource before it turned Ready.",
+			o: with(obj(gvkXR, "", unboundXR.Name, unboundXR.UID), func(o *Object) {
+				o.StatusOnly, o.Writers, o.ReadinessWithheld = true, []string{"loom-renderer"}, true
+			}),
+			roles: RoleXR,
+			want:  []Delivery{{Service: Renderer, Target: unboundXR, Reason: "composite resource readiness withheld"}},
 		},
 		"XRBoundToUnknownClaim": {
 			reason: "An XR whose claim is not cached still goes to every service, targeting itself.",

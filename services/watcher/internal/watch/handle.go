@@ -103,20 +103,29 @@ func (w *Watcher) handle(s *source, typ eventsv1.EventType, obj any, publish boo
 // object written (nil for a deletion, or a source that does not mirror).
 func (w *Watcher) finish(s *source, roles route.Role, typ eventsv1.EventType, m object.Meta, obj any, publish bool, old *object.Meta, full *unstructured.Unstructured) {
 	refs := w.references(roles, typ, m, old, full)
-	if roles&route.RoleComposed != 0 && m.Controller != nil && typ != eventsv1.EventType_EVENT_TYPE_DELETED {
+	deleted := typ == eventsv1.EventType_EVENT_TYPE_DELETED
+	if roles&route.RoleComposed != 0 && m.Controller != nil && !deleted {
 		w.composedArrived(m.Controller.UID)
 	}
+	// A composed resource that is not an XR: the informer caches it
+	// trimmed; the full object the mirror holds names its template.
+	composed := roles&route.RoleComposed != 0 && roles&route.RoleXR == 0 && m.Controller != nil
+	var template string
+	if composed && full != nil {
+		template = full.GetAnnotations()[v1.AnnotationCompositionResourceName]
+	}
+	if composed {
+		w.firstStatus.composed(m.Controller.UID, m.UID, deleted, template, hasStatus(full))
+	}
+	readinessWithheld := roles&route.RoleXR != 0 && w.firstStatus.xr(m.UID, deleted, m.Status != "", m.Ready)
 	if !publish || !w.live.Load() {
 		return
 	}
 	w.crashIfArmed(m)
 	o := routeObject(m, roles, obj)
 	o.References = refs
-	if roles&route.RoleComposed != 0 && roles&route.RoleXR == 0 && full != nil {
-		// The informer caches composed resources trimmed; the full
-		// object the mirror holds names its template.
-		o.Template = full.GetAnnotations()[v1.AnnotationCompositionResourceName]
-	}
+	o.Template = template
+	o.ReadinessWithheld = readinessWithheld
 	if old != nil {
 		o.Writers = object.Writers(*old, m)
 		o.Created = old.UID == ""
@@ -127,6 +136,9 @@ func (w *Watcher) finish(s *source, roles route.Role, typ eventsv1.EventType, m 
 			o.StatusFieldsChanged = object.StatusFieldsChanged(*old, m)
 			o.ReadyConditionChanged = object.ReadyConditionChanged(*old, m)
 		}
+	}
+	if composed && route.MayWithhold(o, lookup{w}) {
+		o.AwaitsSiblings = w.firstStatus.awaits(m.Controller.UID, m.UID, lookup{w}.readyRequired(m.Controller.UID))
 	}
 	ctx, span := w.startSpan(m, typ, w.owners(m, o.ClaimRef)...)
 	defer span.End()
@@ -569,6 +581,11 @@ func (l lookup) DetailsFromStatus(uid types.UID, template string) bool {
 	return c == nil || object.DetailsFromStatus(c, template)
 }
 
+func (l lookup) ComposedStatusToSpec(uid types.UID, template string) bool {
+	c := l.composition(uid)
+	return c == nil || object.StatusToSpec(c, template)
+}
+
 func (l lookup) DetailsFromSpec(uid types.UID, template string) bool {
 	c := l.composition(uid)
 	return c == nil || object.DetailsFromSpec(c, template)
@@ -582,6 +599,25 @@ func (l lookup) ReadsComposedSpec(uid types.UID, template string) bool {
 func (l lookup) ReadsComposedStatus(uid types.UID, template string) bool {
 	c := l.composition(uid)
 	return c == nil || object.ReadsComposedStatus(c, template)
+}
+
+// readyRequired returns whether the readiness of a composed resource of a
+// template requires its Ready condition True, for the cached XR with the
+// given UID (object.ReadyRequired); false for every template when what the
+// XR is composed with is not cached.
+func (l lookup) readyRequired(uid types.UID) func(template string) bool {
+	c := l.composition(uid)
+	return func(template string) bool { return c != nil && object.ReadyRequired(c, template) }
+}
+
+// hasStatus reports whether an object has a status: for a composed
+// resource, whether its provider has looked at it. False for nil.
+func hasStatus(u *unstructured.Unstructured) bool {
+	if u == nil {
+		return false
+	}
+	s, _ := u.Object["status"].(map[string]any)
+	return len(s) > 0
 }
 
 func (l lookup) Unresolved(uid types.UID) bool {

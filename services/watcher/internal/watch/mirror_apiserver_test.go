@@ -310,6 +310,81 @@ spec: {forProvider: {}}
 		}
 	})
 
+	t.Run("FirstStatusWithheldForSiblings", func(t *testing.T) {
+		// While an XR has no Ready condition and a composed resource
+		// that must be Ready (a, b: the default readiness check) has no
+		// status yet, a sibling's turn to Ready cannot change a render:
+		// the renderer does not hear of a's turn while b has no status
+		// (a's patch reads its status into the XR's status only, which
+		// waits with the rest of it), and hears of b's although c has
+		// none (its check is None). The
+		// XR's first Ready condition, not True, then goes back to the
+		// renderer: a's turn was withheld.
+		from := pub.len()
+		comp := c.create(t, gvrComp, `
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: w6-first}
+spec:
+  compositeTypeRef: {apiVersion: watch.test.loom.dev/v1, kind: XWidget}
+  resources:
+  - name: a
+    base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}
+    patches: [{type: ToCompositeFieldPath, fromFieldPath: status.atProvider.tier, toFieldPath: status.tier}]
+  - {name: b, base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}}
+  - {name: c, base: {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource}, readinessChecks: [{type: None}]}
+`)
+		defer c.delete(t, gvrComp, "", comp.GetName())
+		pub.expect(t, from, want{service: route.Renderer, object: comp.GetUID(), target: comp.GetUID()})
+		from = pub.len()
+		xr := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w6-abcde}, spec: {compositionRef: {name: w6-first}}}`)
+		pub.expect(t, from, want{service: route.Renderer, object: xr.GetUID(), target: xr.GetUID()})
+		composed := `
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: w6-abcde-%s
+  labels: {crossplane.io/composite: w6-abcde}
+  annotations: {crossplane.io/composition-resource-name: %s}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w6-abcde, uid: %s, controller: true}]
+spec: {forProvider: {}}
+`
+		from = pub.len()
+		var res []*unstructured.Unstructured
+		for _, n := range []string{"a", "b", "c"} {
+			res = append(res, c.create(t, gvrNop, fmt.Sprintf(composed, n, n, xr.GetUID())))
+		}
+		pub.expect(t, from, want{service: route.Renderer, object: res[2].GetUID(), target: xr.GetUID()})
+		setReady := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+			t.Helper()
+			patch := `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Available","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+			out, err := c.resource(gvrNop, "").Patch(t.Context(), u.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+			if err != nil {
+				t.Fatalf("cannot set the Ready condition of %s: %v", u.GetName(), err)
+			}
+			return out
+		}
+		from = pub.len()
+		a := setReady(res[0])
+		b := setReady(res[1])
+		// Changes of one kind are published in the order they came: once
+		// b's is, a's has been routed.
+		pub.expect(t, from, want{service: route.Renderer, object: b.GetUID(), target: xr.GetUID(), rv: b.GetResourceVersion(), reason: "composed resource turned Ready"})
+		for _, p := range pub.since(from) {
+			if p.service == route.Renderer && types.UID(p.ev.GetObject().GetUid()) == a.GetUID() {
+				t.Errorf("a composed resource's turn to Ready (rv %s) reached the renderer while a sibling that must be Ready had no status and the XR no Ready condition:\n%s", a.GetResourceVersion(), dump([]published{p}))
+			}
+		}
+		from = pub.len()
+		st, err := c.resource(gvrXR, "").Patch(t.Context(), xr.GetName(), types.MergePatchType,
+			[]byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Creating","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`),
+			metav1.PatchOptions{FieldManager: "loom-renderer"}, "status")
+		if err != nil {
+			t.Fatalf("cannot write the status of %s: %v", xr.GetName(), err)
+		}
+		pub.expect(t, from, want{service: route.Renderer, object: xr.GetUID(), target: xr.GetUID(), rv: st.GetResourceVersion(), reason: "composite resource readiness withheld"})
+	})
+
 	t.Run("ResyncPurgesWhatVanishedMeanwhile", func(t *testing.T) {
 		from := pub.len()
 		claim := c.create(t, gvrClaim, fmt.Sprintf(claimYAML, "w2"))

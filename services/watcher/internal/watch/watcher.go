@@ -155,6 +155,9 @@ type Watcher struct {
 	// pendingRefs are the composed resources whose references have not
 	// resolved, by XR (see pendingReferences).
 	pendingRefs pendingReferences
+	// firstStatus are the composed resources with no status yet of the
+	// XRs with no Ready condition yet (see firstStatuses).
+	firstStatus firstStatuses
 
 	// ctx is Run's context; informers and publishes use it.
 	ctx context.Context
