@@ -270,19 +270,9 @@ spec:
 		defer c.delete(t, gvrComp, "", comp.GetName())
 		pub.expect(t, from, want{service: route.Renderer, object: comp.GetUID(), target: comp.GetUID()})
 		xr := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w7-abcde}, spec: {compositionRef: {name: w7-details}, resourceRefs: [{apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w7-abcde-network}, {apiVersion: nop.crossplane.io/v1alpha1, kind: NopResource, name: w7-abcde-cache}]}}`)
-		composed := `
-apiVersion: nop.crossplane.io/v1alpha1
-kind: NopResource
-metadata:
-  name: w7-abcde-%s
-  labels: {crossplane.io/composite: w7-abcde}
-  annotations: {crossplane.io/composition-resource-name: %s}
-  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w7-abcde, uid: %s, controller: true}]
-spec: {forProvider: {}}
-`
 		from = pub.len()
-		network := c.create(t, gvrNop, fmt.Sprintf(composed, "network", "network", xr.GetUID()))
-		cache := c.create(t, gvrNop, fmt.Sprintf(composed, "cache", "cache", xr.GetUID()))
+		network := c.createComposed(t, xr, "network")
+		cache := c.createComposed(t, xr, "cache")
 		pub.expect(t, from, want{service: route.Renderer, object: cache.GetUID(), target: xr.GetUID()})
 		setStatus := func(name string) *unstructured.Unstructured {
 			t.Helper()
@@ -339,20 +329,10 @@ spec:
 		from = pub.len()
 		xr := c.create(t, gvrXR, `{apiVersion: watch.test.loom.dev/v1, kind: XWidget, metadata: {name: w6-abcde}, spec: {compositionRef: {name: w6-first}}}`)
 		pub.expect(t, from, want{service: route.Renderer, object: xr.GetUID(), target: xr.GetUID()})
-		composed := `
-apiVersion: nop.crossplane.io/v1alpha1
-kind: NopResource
-metadata:
-  name: w6-abcde-%s
-  labels: {crossplane.io/composite: w6-abcde}
-  annotations: {crossplane.io/composition-resource-name: %s}
-  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: w6-abcde, uid: %s, controller: true}]
-spec: {forProvider: {}}
-`
 		from = pub.len()
 		var res []*unstructured.Unstructured
 		for _, n := range []string{"a", "b", "c"} {
-			res = append(res, c.create(t, gvrNop, fmt.Sprintf(composed, n, n, xr.GetUID())))
+			res = append(res, c.createComposed(t, xr, n))
 		}
 		pub.expect(t, from, want{service: route.Renderer, object: res[2].GetUID(), target: xr.GetUID()})
 		setReady := func(u *unstructured.Unstructured) *unstructured.Unstructured {
@@ -444,4 +424,21 @@ func runMirroring(t *testing.T, dyn dynamic.Interface, md metadata.Interface, di
 	poll.Until(t, time.Minute, func() error { return w.Ready(t.Context()) })
 	w.expectWatching(t, gvkClaim, route.RoleClaim)
 	return stop
+}
+
+// createComposed creates a NopResource composed by the XWidget xr from its
+// template (the composition-resource-name annotation), named
+// <xr's name>-<template>.
+func (c cluster) createComposed(t *testing.T, xr *unstructured.Unstructured, template string) *unstructured.Unstructured {
+	t.Helper()
+	return c.create(t, gvrNop, fmt.Sprintf(`
+apiVersion: nop.crossplane.io/v1alpha1
+kind: NopResource
+metadata:
+  name: %[1]s-%[2]s
+  labels: {crossplane.io/composite: %[1]s}
+  annotations: {crossplane.io/composition-resource-name: %[2]s}
+  ownerReferences: [{apiVersion: watch.test.loom.dev/v1, kind: XWidget, name: %[1]s, uid: %[3]s, controller: true}]
+spec: {forProvider: {}}
+`, xr.GetName(), template, xr.GetUID()))
 }
